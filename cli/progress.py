@@ -1,0 +1,74 @@
+"""A rich progress bar fed by the library's progress callback."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from roberta_static.pipeline import Progress as Report
+
+
+class RateColumn(ProgressColumn):
+    """Rate of one counter kept in the task's fields, per second of elapsed time."""
+
+    def __init__(self, field: str, unit: str) -> None:
+        super().__init__()
+        self.field, self.unit = field, unit
+
+    def render(self, task: Task) -> Text:
+        """Show ``<rate> <unit>/s``."""
+        elapsed = task.elapsed or 0.0
+        rate = task.fields.get(self.field, 0) / elapsed if elapsed > 0 else 0.0
+        return Text(f"{rate:,.0f} {self.unit}/s", style="progress.data.speed")
+
+
+class DistillProgress:
+    """Context manager whose ``update`` method is the library's progress callback."""
+
+    def __init__(self, disable: bool = False) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            RateColumn("sentences", "sent"),
+            RateColumn("tokens", "tok"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            disable=disable,
+            transient=False,
+        )
+        self._tasks: dict[str, int] = {}
+
+    def __enter__(self) -> DistillProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._progress.__exit__(kind, error, tb)
+
+    def update(self, report: Report) -> None:
+        """Move the bar of ``report.stage`` to the reported position."""
+        if report.stage not in self._tasks:
+            label = "counting words" if report.stage == "count" else "distilling"
+            self._tasks[report.stage] = self._progress.add_task(
+                label, total=report.total_bytes, sentences=0, tokens=0
+            )
+        self._progress.update(
+            self._tasks[report.stage],
+            completed=report.bytes_read,
+            sentences=report.sentences,
+            tokens=report.tokens,
+        )

@@ -1,0 +1,71 @@
+"""Commands that read a vectors folder: `export`, `info`, `similar`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from ._util import Arg, Opt, one_line_errors
+
+
+# fmt: off
+def export_command(
+    vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
+    formats: str = Opt("kv,word2vec,word2vec-bin", help="Comma-separated: kv, word2vec, word2vec-bin"),
+    overwrite: bool = Opt(False, "--overwrite", help="Replace existing export files"),
+) -> None:
+    # fmt: on
+    """Write gensim exports (vectors.kv, vectors.txt, vectors.bin) into a vectors folder."""
+    with one_line_errors():
+        from roberta_static.gensim_adapter import export, parse_formats
+
+        for path in export(vectors, parse_formats(formats), overwrite=overwrite):
+            typer.echo(f"wrote {path}")
+
+
+# fmt: off
+def info_command(
+    vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
+    as_json: bool = Opt(False, "--json", help="Print meta.json as it is"),
+) -> None:
+    # fmt: on
+    """Print a vectors folder's size, model, options and run statistics."""
+    with one_line_errors():
+        from roberta_static.vectors import StaticVectors
+
+        vecs = StaticVectors.load(vectors)
+        if as_json:
+            typer.echo(json.dumps(vecs.meta, indent=2, ensure_ascii=False))
+            return
+        meta = vecs.meta
+        typer.echo(f"{vectors}: {len(vecs):,} entries x {vecs.dim} dimensions")
+        for section in ("model", "config", "stats"):
+            typer.echo(f"{section}:")
+            for key, value in meta.get(section, {}).items():
+                typer.echo(f"  {key}: {value}")
+        for item in meta.get("corpus", []):
+            typer.echo(f"corpus: {item['path']} ({item['bytes']:,} bytes)")
+
+
+# fmt: off
+def similar_command(
+    vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
+    word: str = Arg(..., help="Word or phrase to look up", show_default=False),
+    topn: int = Opt(10, "-n", "--topn", help="How many neighbours"),
+    allow_pickle: bool = Opt(False, "--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)"),
+) -> None:
+    # fmt: on
+    """Print the nearest neighbours of a word by cosine similarity."""
+    with one_line_errors():
+        from roberta_static.errors import VectorsError
+        from roberta_static.gensim_adapter import load_keyed_vectors
+
+        kv = load_keyed_vectors(vectors, allow_pickle=allow_pickle)
+        key = next((k for k in (word, word.lower(), word.replace(" ", "_"),
+                                word.lower().replace(" ", "_")) if k in kv.key_to_index), None)
+        if key is None:
+            raise VectorsError(f"{vectors}: {word!r} has no vector")
+        for neighbour, score in kv.most_similar(key, topn=topn):
+            typer.echo(f"{score:.4f}\t{neighbour}")

@@ -1,0 +1,55 @@
+"""Distill static word vectors from RoBERTa and other transformers, for gensim and spaCy.
+
+Example:
+    >>> from roberta_static import DistillConfig, distill  # doctest: +SKIP
+    >>> vecs = distill("corpus.txt", "vocab.txt", DistillConfig(model="roberta-base"))  # doctest: +SKIP
+    >>> vecs.to_keyed_vectors().most_similar("cat")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .config import DistillConfig, parse_layers
+from .errors import (
+    ConfigError,
+    CorpusError,
+    ModelLoadError,
+    OutputError,
+    RobertaStaticError,
+    VectorsError,
+    VocabError,
+)
+from .vectors import StaticVectors
+
+try:
+    __version__ = version("roberta-static")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0+unknown"
+
+
+def __getattr__(name: str) -> object:
+    # torch and transformers load only when the distillation API is first used.
+    if name in {"distill", "distill_from_model", "Progress"}:
+        from . import pipeline as module
+
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "ConfigError",
+    "CorpusError",
+    "DistillConfig",
+    "ModelLoadError",
+    "OutputError",
+    "Progress",
+    "RobertaStaticError",
+    "StaticVectors",
+    "VectorsError",
+    "VocabError",
+    "__version__",
+    "distill",
+    "distill_from_model",
+    "parse_layers",
+]

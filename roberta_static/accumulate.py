@@ -1,0 +1,83 @@
+"""Pool each occurrence's subwords, combine layers, and sum per entry on the device (float32)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .batching import Batch
+from .config import Combine, Pooling
+
+
+def pool_occurrences(
+    hidden: torch.Tensor, rows: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, pool: Pooling
+) -> torch.Tensor:
+    """Pool the subword vectors of each occurrence.
+
+    Args:
+        hidden: ``[layers, batch, tokens, hidden]`` states.
+        rows, starts, ends: Per occurrence: batch row and token range ``[start, end)``.
+        pool: ``mean``, ``first``, ``last`` or ``max``.
+
+    Returns:
+        ``[layers, occurrences, hidden]``.
+    """
+    if pool == "first":
+        return hidden[:, rows, starts]
+    if pool == "last":
+        return hidden[:, rows, ends - 1]
+    lengths = ends - starts
+    owner = torch.repeat_interleave(torch.arange(len(rows), device=rows.device), lengths)
+    first_of_owner = torch.cumsum(lengths, 0) - lengths
+    positions = starts[owner] + torch.arange(len(owner), device=rows.device) - first_of_owner[owner]
+    tokens = hidden[:, rows[owner], positions]
+    pooled = hidden.new_zeros(hidden.shape[0], len(rows), hidden.shape[-1])
+    if pool == "max":
+        return pooled.index_reduce_(1, owner, tokens, "amax", include_self=False)
+    return pooled.index_add_(1, owner, tokens) / lengths[None, :, None].to(hidden.dtype)
+
+
+def combine_layers(pooled: torch.Tensor, combine: Combine) -> torch.Tensor:
+    """``[layers, n, hidden]`` to ``[n, dim]`` by ``mean``, ``sum`` or ``concat`` over layers."""
+    if combine == "mean":
+        return pooled.mean(0)
+    if combine == "sum":
+        return pooled.sum(0)
+    return pooled.permute(1, 0, 2).reshape(pooled.shape[1], -1)
+
+
+def output_dim(hidden_size: int, n_layers: int, combine: Combine) -> int:
+    """Width of a static vector."""
+    return hidden_size * n_layers if combine == "concat" else hidden_size
+
+
+class Accumulator:
+    """Running sums and counts of occurrence vectors per entry.
+
+    Args:
+        n_entries: Vocabulary size.
+        dim: Width of one occurrence vector.
+        device: Where the sums live (the encoder's device).
+    """
+
+    def __init__(self, n_entries: int, dim: int, device: torch.device | str = "cpu") -> None:
+        self.sums = torch.zeros(n_entries, dim, dtype=torch.float32, device=device)
+        self.counts = torch.zeros(n_entries, dtype=torch.int64, device=device)
+
+    def add(self, hidden: torch.Tensor, batch: Batch, pool: Pooling, combine: Combine) -> None:
+        """Add the occurrences of one batch, given its ``[layers, B, T, H]`` hidden states."""
+        device = hidden.device
+        rows, starts, ends, entries = (
+            torch.from_numpy(a).to(device, non_blocking=True)
+            for a in (batch.rows, batch.starts, batch.ends, batch.entries)
+        )
+        vectors = combine_layers(pool_occurrences(hidden, rows, starts, ends, pool), combine)
+        self.sums.index_add_(0, entries, vectors)
+        self.counts.index_add_(0, entries, torch.ones_like(entries))
+
+    def means(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean vector (zeros where unseen) and count per entry, as numpy."""
+        counts = self.counts.cpu().numpy()
+        sums = self.sums.cpu().numpy()
+        means = sums / np.maximum(counts, 1)[:, None]
+        return means.astype(np.float32), counts

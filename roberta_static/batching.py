@@ -1,0 +1,230 @@
+"""From matched sentences to padded encoder batches.
+
+Sentences are encoded as raw text with the model's fast (Rust) tokenizer, and each occurrence's
+subwords are the tokens whose character offsets overlap it. Byte-level BPE tokenizers (RoBERTa, GPT-2)
+get a word-initial space, so a word has the same subwords at sentence start and mid-sentence.
+Sentences longer than the model's limit become overlapping windows; each occurrence is read from the
+window where it sits most centrally.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from .vocab import MatchedSentence
+
+
+@dataclass
+class EncoderInput:
+    """One encoder input: token ids with special tokens, and the occurrences to read from it.
+
+    Attributes:
+        ids: Token ids, special tokens included.
+        occurrences: ``[k, 3]`` int64 rows of ``(first_token, end_token, entry_id)``.
+    """
+
+    ids: np.ndarray
+    occurrences: np.ndarray
+
+
+@dataclass
+class Batch:
+    """A padded batch and its occurrences, as numpy arrays (the encoder moves them to the device).
+
+    Attributes:
+        input_ids: ``[B, T]`` token ids, right-padded.
+        attention_mask: ``[B, T]`` 1 for real tokens.
+        rows, starts, ends, entries: One value per occurrence: its batch row, token range, entry.
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    rows: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    entries: np.ndarray
+
+    @property
+    def real_tokens(self) -> int:
+        """Tokens that are not padding."""
+        return int(self.attention_mask.sum())
+
+
+@dataclass
+class EncodeStats:
+    """Counters of the encoding step."""
+
+    sentences_encoded: int = 0
+    windows: int = 0
+    split_sentences: int = 0
+    occurrences: int = 0
+    occurrences_without_subwords: int = 0
+    occurrences_too_long: int = 0
+
+
+class SubwordEncoder:
+    """Encode sentences into :class:`EncoderInput` with a private copy of a fast tokenizer.
+
+    Args:
+        backend: The ``tokenizers.Tokenizer`` behind a Hugging Face fast tokenizer (copied, never
+            changed).
+        max_length: Longest encoder input, special tokens included.
+        pad_id: Id used for padding.
+    """
+
+    def __init__(self, backend: Tokenizer, max_length: int, pad_id: int) -> None:
+        self._tokenizer = _plain_copy(backend)
+        self.prefix, self.suffix = _special_tokens(self._tokenizer)
+        self.window = max_length - len(self.prefix) - len(self.suffix)
+        if self.window < 2:
+            raise ValueError(f"max_length {max_length} leaves no room beside the special tokens")
+        self.max_length = max_length
+        self.pad_id = pad_id
+        self.stats = EncodeStats()
+
+    def encode(self, sentences: Sequence[MatchedSentence]) -> list[EncoderInput]:
+        """Encode sentences that hold occurrences; returns one input per window used."""
+        encodings = self._tokenizer.encode_batch(
+            [s.text for s in sentences], add_special_tokens=False
+        )
+        inputs: list[EncoderInput] = []
+        for sentence, encoding in zip(sentences, encodings):
+            self.stats.sentences_encoded += 1
+            ids = np.asarray(encoding.ids, dtype=np.int64)
+            spans = np.asarray(sentence.spans, dtype=np.int64).reshape(-1, 3)
+            occurrences = locate_subwords(np.asarray(encoding.offsets).reshape(-1, 2), spans)
+            self.stats.occurrences += len(spans)
+            has_subwords = occurrences[:, 1] > occurrences[:, 0]
+            self.stats.occurrences_without_subwords += int((~has_subwords).sum())
+            inputs.extend(self._windows(ids, occurrences[has_subwords]))
+        return inputs
+
+    def _windows(self, ids: np.ndarray, occurrences: np.ndarray) -> Iterator[EncoderInput]:
+        starts = window_starts(len(ids), self.window)
+        if len(starts) > 1:
+            self.stats.split_sentences += 1
+        chosen = choose_windows(occurrences, starts, self.window)
+        self.stats.occurrences_too_long += int((chosen < 0).sum())
+        for index, start in enumerate(starts):
+            mine = occurrences[chosen == index]
+            if not len(mine):
+                continue
+            self.stats.windows += 1
+            shift = len(self.prefix) - start
+            window_ids = np.concatenate(
+                [self.prefix, ids[start : start + self.window], self.suffix]
+            ).astype(np.int64)
+            rebased = mine.copy()
+            rebased[:, :2] += shift
+            yield EncoderInput(window_ids, rebased)
+
+
+def _plain_copy(backend: Tokenizer) -> Tokenizer:
+    """Copy without padding or truncation, with a word-initial space for byte-level BPE."""
+    state = json.loads(backend.to_str())
+    state["padding"] = None
+    state["truncation"] = None
+    _add_prefix_space(state.get("pre_tokenizer"))
+    return Tokenizer.from_str(json.dumps(state))
+
+
+def _add_prefix_space(pre_tokenizer: dict | None) -> None:
+    if not pre_tokenizer:
+        return
+    if pre_tokenizer.get("type") == "ByteLevel":
+        pre_tokenizer["add_prefix_space"] = True
+    for inner in pre_tokenizer.get("pretokenizers") or ():
+        _add_prefix_space(inner)
+
+
+def _special_tokens(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """The special token ids the tokenizer puts before and after one sequence."""
+    encoding = tokenizer.encode("a", add_special_tokens=True)
+    mask = np.asarray(encoding.special_tokens_mask, dtype=bool)
+    ids = np.asarray(encoding.ids, dtype=np.int64)
+    content = np.flatnonzero(~mask)
+    return ids[: content[0]], ids[content[-1] + 1 :]
+
+
+def locate_subwords(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Token range of each character span: the tokens whose offsets overlap it.
+
+    A zero-width token (a byte-level space marker that BPE split off) belongs to the token after it.
+
+    Args:
+        offsets: ``[n, 2]`` character offsets of the tokens, in order.
+        spans: ``[k, 3]`` rows of ``(start_char, end_char, entry_id)``.
+
+    Returns:
+        ``[k, 3]`` rows of ``(first_token, end_token, entry_id)``; ``first == end`` when no token
+        overlaps the span.
+    """
+    starts = offsets[:, 0].copy()
+    ends = offsets[:, 1].copy()
+    zero_width = ends <= starts
+    for i in np.flatnonzero(zero_width)[::-1]:
+        if i + 1 < len(starts):
+            starts[i] = starts[i + 1]
+    ends = np.maximum(ends, starts + zero_width)
+    first = np.searchsorted(ends, spans[:, 0], side="right")
+    end = np.searchsorted(starts, spans[:, 1], side="left")
+    return np.stack([first, np.maximum(end, first), spans[:, 2]], axis=1)
+
+
+def window_starts(n_tokens: int, window: int) -> list[int]:
+    """Start of each window over ``n_tokens`` tokens; windows overlap by half their size."""
+    if n_tokens <= window:
+        return [0]
+    stride = max(1, window // 2)
+    starts = list(range(0, n_tokens - window, stride))
+    return starts + [n_tokens - window]
+
+
+def choose_windows(occurrences: np.ndarray, starts: list[int], window: int) -> np.ndarray:
+    """Index of the window where each occurrence sits most centrally, or -1 if none holds it."""
+    begin = np.asarray(starts)[None, :]
+    first, end = occurrences[:, :1], occurrences[:, 1:2]
+    margin = np.minimum(first - begin, begin + window - end)
+    best = margin.argmax(axis=1) if len(starts) else np.zeros(len(occurrences), dtype=np.int64)
+    fits = margin[np.arange(len(occurrences)), best] >= 0
+    return np.where(fits, best, -1)
+
+
+def make_batches(
+    inputs: Sequence[EncoderInput], batch_tokens: int, pad_id: int
+) -> Iterator[Batch]:
+    """Group inputs into padded batches of at most ``batch_tokens`` tokens, shortest first."""
+    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].ids))
+    group: list[EncoderInput] = []
+    for i in order:
+        item = inputs[i]
+        if group and (len(group) + 1) * len(item.ids) > batch_tokens:
+            yield _pad(group, pad_id)
+            group = []
+        group.append(item)
+    if group:
+        yield _pad(group, pad_id)
+
+
+def _pad(group: list[EncoderInput], pad_id: int) -> Batch:
+    width = max(len(item.ids) for item in group)
+    input_ids = np.full((len(group), width), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((len(group), width), dtype=np.int64)
+    for row, item in enumerate(group):
+        input_ids[row, : len(item.ids)] = item.ids
+        attention_mask[row, : len(item.ids)] = 1
+    occurrences = np.concatenate([item.occurrences for item in group])
+    rows = np.repeat(np.arange(len(group)), [len(item.occurrences) for item in group])
+    return Batch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        rows=rows,
+        starts=occurrences[:, 0],
+        ends=occurrences[:, 1],
+        entries=occurrences[:, 2],
+    )

@@ -1,0 +1,138 @@
+"""`DistillConfig`: every option of a distillation run, validated before any model loads."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import ConfigError
+
+Pooling = Literal["mean", "first", "last", "max"]
+Combine = Literal["mean", "sum", "concat"]
+Case = Literal["lower", "keep"]
+Device = Literal["auto", "cpu", "cuda", "mps"]
+DType = Literal["auto", "float32", "bfloat16", "float16"]
+FillUnseen = Literal["none", "decontextualized"]
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "pool": ("mean", "first", "last", "max"),
+    "combine": ("mean", "sum", "concat"),
+    "case": ("lower", "keep"),
+    "device": ("auto", "cpu", "cuda", "mps"),
+    "dtype": ("auto", "float32", "bfloat16", "float16"),
+    "fill_unseen": ("none", "decontextualized"),
+}
+
+_LAYER_ITEM = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
+
+
+def parse_layers(spec: str | int | Iterable[int]) -> tuple[int, ...]:
+    """Parse a layer selection such as ``"1-4"``, ``"0,2,-1"`` or ``[1, 2]`` into indices.
+
+    Ranges are inclusive and may not mix signs (``"-4--1"`` is the top four layers).
+
+    Example:
+        >>> parse_layers("1-3,-1")
+        (1, 2, 3, -1)
+    """
+    if isinstance(spec, int):
+        return (spec,)
+    if not isinstance(spec, str):
+        return tuple(int(i) for i in spec)
+    layers: list[int] = []
+    for item in spec.replace(" ", "").split(","):
+        match = _LAYER_ITEM.match(item)
+        if not match:
+            raise ConfigError(
+                f"layers: cannot read {item!r} in {spec!r}; expected indices and ranges like '1-4,-1'"
+            )
+        start, end = int(match[1]), int(match[2] if match[2] is not None else match[1])
+        if (start < 0) != (end < 0) or end < start:
+            raise ConfigError(f"layers: range {item!r} must go upwards within one sign, like '1-4'")
+        layers.extend(range(start, end + 1))
+    return tuple(layers)
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    """All options of a distillation run; written into ``meta.json`` and read back unchanged.
+
+    Args:
+        model: Hugging Face hub id or local directory of the encoder.
+        layers: Hidden layers to pool (0 is the embedding output, negatives count from the top).
+        combine: How the chosen layers are combined: ``mean``, ``sum`` or ``concat``.
+        pool: How an occurrence's subword vectors are pooled: ``mean``, ``first``, ``last``, ``max``.
+        max_contexts: Occurrences used per entry, in corpus order (0 = all).
+        batch_tokens: Token budget of one encoder batch, padding included.
+        max_length: Longest encoder input in tokens (default: the model's limit).
+        device: ``auto`` picks CUDA, then MPS, then CPU.
+        dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
+        case: ``lower`` matches and stores entries lower-cased; ``keep`` matches exactly.
+        lang: Language of the blank spaCy pipeline used for segmentation.
+        spacy_model: An installed spaCy pipeline (name or path) to segment with instead.
+        text_field: Field holding the text in JSONL corpus files.
+        min_count: Without a vocabulary file, keep corpus words seen at least this often.
+        max_vocab: Without a vocabulary file, keep at most this many of the most frequent words.
+        fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own.
+        trust_remote_code: Allow model code from the hub (runs foreign code: off by default).
+        allow_pickle: Allow pickled ``.bin`` weights when no safetensors file exists.
+
+    Example:
+        >>> DistillConfig(model="roberta-base", layers="1-4").layers
+        (1, 2, 3, 4)
+    """
+
+    model: str
+    layers: tuple[int, ...] = field(default=(1, 2, 3, 4))
+    combine: Combine = "mean"
+    pool: Pooling = "mean"
+    max_contexts: int = 2000
+    batch_tokens: int = 8192
+    max_length: int | None = None
+    device: Device = "auto"
+    dtype: DType = "auto"
+    case: Case = "lower"
+    lang: str = "en"
+    spacy_model: str | None = None
+    text_field: str = "text"
+    min_count: int = 5
+    max_vocab: int | None = 100_000
+    fill_unseen: FillUnseen = "none"
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", parse_layers(self.layers))
+        if not self.layers:
+            raise ConfigError("layers: choose at least one layer")
+        if len(set(self.layers)) != len(self.layers):
+            raise ConfigError(f"layers: {list(self.layers)} names a layer twice")
+        for name, allowed in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
+        for name, minimum in (("max_contexts", 0), ("batch_tokens", 1), ("min_count", 1)):
+            if getattr(self, name) < minimum:
+                raise ConfigError(f"{name}: must be >= {minimum}, got {getattr(self, name)}")
+        for name in ("max_length", "max_vocab"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name}: must be >= 1 or unset, got {value}")
+        if self.max_length is not None and self.max_length > self.batch_tokens:
+            raise ConfigError(
+                f"batch_tokens ({self.batch_tokens}) must hold one sequence of max_length "
+                f"({self.max_length})"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict; ``DistillConfig(**d)`` reads it back."""
+        data = dataclasses.asdict(self)
+        data["layers"] = list(self.layers)
+        return data
+
+    def replace(self, **changes: Any) -> DistillConfig:
+        """Copy with some options changed (validated again)."""
+        return dataclasses.replace(self, **changes)

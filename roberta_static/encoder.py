@@ -1,0 +1,189 @@
+"""Load a Hugging Face encoder and run it, keeping only the hidden layers that were asked for.
+
+torch and transformers are imported here and in ``accumulate.py`` only.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .batching import Batch, SubwordEncoder
+from .config import DistillConfig
+from .errors import ConfigError, ModelLoadError
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+_SANE_LENGTH = 1_000_000  # tokenizers without a known limit report about 1e30
+
+
+class Encoder:
+    """A transformer truncated above its highest chosen layer, on its device, with its tokenizer.
+
+    Args:
+        model: A Hugging Face model whose forward accepts ``output_hidden_states``.
+        tokenizer: Its fast tokenizer.
+        config: The run's options (layers, device, dtype, max_length are used here).
+
+    The model is moved to the device and dtype in place; its layer list is left whole.
+    """
+
+    def __init__(self, model: nn.Module, tokenizer: Any, config: DistillConfig) -> None:
+        if not getattr(tokenizer, "is_fast", False):
+            raise ModelLoadError(
+                f"{config.model}: tokenizer {type(tokenizer).__name__} has no fast (Rust) version"
+            )
+        self.num_layers = int(model.config.num_hidden_layers)
+        self.layers = resolve_layers(config.layers, self.num_layers)
+        self.hidden_size = int(model.config.hidden_size)
+        self.device = resolve_device(config.device)
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        self.model = truncate_layers(model, max(self.layers)).to(self.device, self.dtype).eval()
+        self.max_length = resolve_max_length(model, tokenizer, config.max_length)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
+
+    @torch.inference_mode()
+    def hidden_states(self, batch: Batch) -> torch.Tensor:
+        """Chosen hidden layers of a batch as float32, shape ``[layers, batch, tokens, hidden]``."""
+        input_ids = torch.from_numpy(batch.input_ids).to(self.device, non_blocking=True)
+        mask = torch.from_numpy(batch.attention_mask).to(self.device, non_blocking=True)
+        states = self.model(
+            input_ids=input_ids, attention_mask=mask, output_hidden_states=True
+        ).hidden_states
+        return torch.stack([states[layer] for layer in self.layers]).float()
+
+
+def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
+    """Load the model and fast tokenizer named by ``config.model`` (hub id or local folder).
+
+    Weights load from safetensors only, unless ``config.allow_pickle``; model code from the hub
+    runs only with ``config.trust_remote_code``.
+    """
+    from transformers import AutoModel, AutoTokenizer
+
+    name = config.model
+    path = Path(name)
+    if path.exists() and not path.is_dir():
+        raise ModelLoadError(f"{name}: expected a model folder or hub id, found a file")
+    options: dict[str, Any] = {"trust_remote_code": config.trust_remote_code}
+    if path.is_dir():
+        options["local_files_only"] = True
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **options)
+        model = AutoModel.from_pretrained(
+            name, use_safetensors=None if config.allow_pickle else True, **options
+        )
+    except (OSError, ValueError, KeyError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelLoadError(f"{name}: cannot load a model ({reason})") from None
+    return model, tokenizer
+
+
+def model_fingerprint(name: str, model: nn.Module) -> dict[str, str | None]:
+    """Provenance: the hub commit, or the SHA-256 of a local folder's weights file."""
+    path = Path(name)
+    for weights in (path / f for f in _WEIGHT_FILES):
+        if weights.is_file():
+            digest = hashlib.sha256()
+            with open(weights, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            return {"weights_file": weights.name, "sha256": digest.hexdigest()}
+    return {"revision": getattr(model.config, "_commit_hash", None)}
+
+
+def resolve_layers(layers: tuple[int, ...], num_layers: int) -> tuple[int, ...]:
+    """Turn negative indices into positions among ``num_layers + 1`` hidden states."""
+    total = num_layers + 1
+    bad = [layer for layer in layers if not -total <= layer < total]
+    if bad:
+        raise ConfigError(
+            f"layers: {bad} out of range; this model has layers 0-{num_layers} "
+            f"(or {-total} to -1 counted from the top)"
+        )
+    return tuple(layer % total for layer in layers)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` picks CUDA, then MPS, then CPU; an unavailable explicit choice is an error."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+    }
+    if not available[device]:
+        raise ConfigError(f"device: {device} is not available on this machine")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``auto`` is bfloat16 on CUDA (float16 where bfloat16 is missing) and float32 elsewhere."""
+    if dtype != "auto":
+        return _DTYPES[dtype]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def resolve_max_length(model: nn.Module, tokenizer: Any, requested: int | None) -> int:
+    """The longest input the model accepts, or ``requested`` when it is within that limit."""
+    limits = [int(tokenizer.model_max_length)] if tokenizer.model_max_length < _SANE_LENGTH else []
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions:
+        # RoBERTa-style position ids start after the padding index.
+        padding_idx = getattr(getattr(model, "embeddings", None), "padding_idx", None)
+        limits.append(int(positions) - (padding_idx + 1 if padding_idx is not None else 0))
+    limit = min(limits) if limits else 512
+    if requested is None:
+        return limit
+    if requested > limit:
+        raise ConfigError(f"max_length: {requested} exceeds this model's limit of {limit} tokens")
+    return requested
+
+
+def truncate_layers(model: nn.Module, top_layer: int) -> nn.Module:
+    """A view of ``model`` that runs only blocks ``1..top_layer``; parameters are shared.
+
+    The block list is the ``nn.ModuleList`` holding ``num_hidden_layers`` blocks. The modules on
+    the path to it are shallow copies, so the caller's model keeps all of its blocks.
+    """
+    num_layers = model.config.num_hidden_layers
+    path = next(
+        (
+            name
+            for name, module in model.named_modules()
+            if isinstance(module, nn.ModuleList) and len(module) == num_layers
+        ),
+        None,
+    )
+    if path is None or top_layer >= num_layers:
+        return model
+    root = _copy_module(model)
+    root.config = copy.copy(model.config)
+    root.config.num_hidden_layers = top_layer
+    parent = root
+    *parents, leaf = path.split(".")
+    for name in parents:
+        child = _copy_module(getattr(parent, name))
+        setattr(parent, name, child)
+        parent = child
+    setattr(parent, leaf, nn.ModuleList(list(getattr(parent, leaf))[:top_layer]))
+    return root
+
+
+def _copy_module(module: nn.Module) -> nn.Module:
+    clone = copy.copy(module)
+    clone._modules = dict(module._modules)
+    return clone

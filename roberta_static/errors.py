@@ -1,0 +1,35 @@
+"""Errors raised by roberta-static.
+
+Every error a user can cause derives from :class:`RobertaStaticError`, so the CLI catches one class
+and prints one line. Each subclass also inherits the builtin a caller would expect to catch.
+"""
+
+from __future__ import annotations
+
+
+class RobertaStaticError(Exception):
+    """Base class of all errors raised for bad input or configuration."""
+
+
+class ConfigError(RobertaStaticError, ValueError):
+    """An option has a value that cannot work."""
+
+
+class CorpusError(RobertaStaticError, OSError):
+    """A corpus path is missing, unreadable or holds no usable text."""
+
+
+class VocabError(RobertaStaticError, ValueError):
+    """The vocabulary file is missing, malformed or empty."""
+
+
+class ModelLoadError(RobertaStaticError, OSError):
+    """The encoder or its tokenizer cannot be loaded."""
+
+
+class OutputError(RobertaStaticError, OSError):
+    """An output cannot be written, or would overwrite something the user made."""
+
+
+class VectorsError(RobertaStaticError, ValueError):
+    """A vectors directory or file is missing or malformed."""

@@ -1,0 +1,106 @@
+"""gensim interop: `KeyedVectors` with counts, and word2vec / `.kv` exports with matching loaders.
+
+word2vec files separate fields by spaces, so phrases are written with ``_`` between their words
+(the convention of gensim's ``Phrases``); the ``.kv`` export keeps them as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from gensim.models import KeyedVectors
+
+from .atomic import atomic_files
+from .errors import ConfigError, VectorsError
+from .vectors import StaticVectors
+
+ExportFormat = Literal["kv", "word2vec", "word2vec-bin"]
+EXPORT_FILES: dict[str, str] = {"kv": "vectors.kv", "word2vec": "vectors.txt", "word2vec-bin": "vectors.bin"}
+
+
+def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -> KeyedVectors:
+    """Build ``KeyedVectors`` sorted by descending count, with ``count`` set for each key.
+
+    Sorting makes ``most_similar(restrict_vocab=N)`` search the N most frequent entries.
+
+    Example:
+        >>> vecs = StaticVectors(["a", "b"], np.eye(2, dtype=np.float32), np.array([1, 5]))
+        >>> kv = to_keyed_vectors(vecs)
+        >>> kv.index_to_key, kv.get_vecattr("b", "count")
+        (['b', 'a'], 5)
+    """
+    order = np.argsort(-vectors.counts, kind="stable")
+    words = [vectors.words[i] for i in order]
+    if phrase_joiner is not None:
+        words = [phrase_joiner.join(w.split(" ")) for w in words]
+    kv = KeyedVectors(vectors.dim, count=0, dtype=np.float32)
+    kv.add_vectors(words, vectors.vectors[order])
+    # Counts are set in bulk: add_vectors(extras=...) fails on a dict in gensim 4.4.
+    kv.allocate_vecattrs(["count"], [np.int64])
+    kv.expandos["count"][:] = vectors.counts[order]
+    return kv
+
+
+def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
+    """Read ``"kv,word2vec"`` into a list of export formats."""
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    unknown = [n for n in names if n and n not in EXPORT_FILES]
+    if unknown:
+        raise ConfigError(f"formats: unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}")
+    return [n for n in names if n]  # type: ignore[misc]
+
+
+def write_exports(vectors: StaticVectors, folder: Path, formats: Iterable[ExportFormat]) -> list[Path]:
+    """Write each format's file (``vectors.kv``, ``vectors.txt``, ``vectors.bin``) into ``folder``."""
+    written = []
+    for fmt in formats:
+        path = folder / EXPORT_FILES[fmt]
+        if fmt == "kv":
+            to_keyed_vectors(vectors).save(str(path))
+        else:
+            to_keyed_vectors(vectors, phrase_joiner="_").save_word2vec_format(
+                str(path), binary=fmt == "word2vec-bin"
+            )
+        written.append(path)
+    return written
+
+
+def export(
+    source: str | os.PathLike, formats: Iterable[ExportFormat], overwrite: bool = False
+) -> list[Path]:
+    """Add gensim exports to an existing vectors folder, each file renamed into place when done."""
+    folder = Path(source)
+    vectors = StaticVectors.load(folder)
+    formats = list(formats)
+    existing = [folder / EXPORT_FILES[f] for f in formats if (folder / EXPORT_FILES[f]).exists()]
+    if existing and not overwrite:
+        raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
+    with atomic_files(folder) as staging:
+        write_exports(vectors, staging, formats)
+    return [folder / EXPORT_FILES[f] for f in formats]
+
+
+def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> KeyedVectors:
+    """Load vectors from a roberta-static folder, a word2vec ``.txt``/``.bin``, or a gensim ``.kv``.
+
+    A ``.kv`` file is a pickle, which can run code when loaded: it is read only with
+    ``allow_pickle=True``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return StaticVectors.load(path).to_keyed_vectors()
+    if not path.is_file():
+        raise VectorsError(f"{path}: no such vectors folder or file")
+    if path.suffix == ".kv":
+        if not allow_pickle:
+            raise VectorsError(f"{path}: .kv files are pickles; pass --allow-pickle if you trust it")
+        return KeyedVectors.load(str(path))
+    try:
+        return KeyedVectors.load_word2vec_format(str(path), binary=path.suffix == ".bin")
+    except (ValueError, UnicodeDecodeError, EOFError) as error:
+        raise VectorsError(f"{path}: not a word2vec file ({error})") from None
+

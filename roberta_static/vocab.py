@@ -1,0 +1,150 @@
+"""The vocabulary: entries read from a file or counted in the corpus, and matched in sentences.
+
+The case policy lives here: with ``case="lower"`` entries are stored lower-cased and matched on
+spaCy's ``LOWER`` attribute; with ``case="keep"`` they are matched on ``ORTH``.
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spacy.language import Language
+from spacy.matcher import PhraseMatcher
+from spacy.tokens import Doc
+
+from .config import Case
+from .errors import VocabError
+
+
+@dataclass
+class Vocabulary:
+    """Ordered, unique vocabulary entries (words or space-separated phrases).
+
+    Attributes:
+        entries: The entries, normalised (case policy applied, inner whitespace collapsed).
+        case: The case policy they were normalised with.
+        duplicates: Lines dropped because they repeated an earlier entry.
+        blank_lines: Blank lines skipped.
+    """
+
+    entries: list[str]
+    case: Case = "lower"
+    duplicates: int = 0
+    blank_lines: int = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @classmethod
+    def from_entries(cls, lines: Iterable[str], case: Case = "lower") -> Vocabulary:
+        """Build from raw entries, skipping blanks and repeats.
+
+        Example:
+            >>> Vocabulary.from_entries(["Paris", "paris", "", "New  York"]).entries
+            ['paris', 'new york']
+        """
+        vocab = cls(entries=[], case=case)
+        seen: set[str] = set()
+        for line in lines:
+            entry = normalize_entry(line, case)
+            if not entry:
+                vocab.blank_lines += 1
+            elif entry in seen:
+                vocab.duplicates += 1
+            else:
+                seen.add(entry)
+                vocab.entries.append(entry)
+        return vocab
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, case: Case = "lower") -> Vocabulary:
+        """Read one entry per line from a UTF-8 file; an empty result is an error."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise VocabError(f"{path}: vocabulary file not found") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise VocabError(f"{path}: cannot read vocabulary ({error})") from None
+        lines = text.splitlines()
+        for number, line in enumerate(lines, start=1):
+            if "\t" in line.strip():
+                raise VocabError(f"{path}:{number}: tab inside an entry; expected one entry per line")
+        vocab = cls.from_entries(lines, case)
+        if not vocab.entries:
+            raise VocabError(f"{path}: vocabulary is empty ({len(lines)} lines, none with an entry)")
+        return vocab
+
+    @classmethod
+    def from_corpus(
+        cls, nlp: Language, texts: Iterable[str], case: Case, min_count: int, max_vocab: int | None
+    ) -> Vocabulary:
+        """Count the words of a corpus (spaCy tokens, no punctuation or space) and keep the frequent.
+
+        Entries are ordered by descending count, ties alphabetically.
+        """
+        counts: Counter[str] = Counter()
+        for doc in nlp.tokenizer.pipe(texts, batch_size=256):
+            counts.update(
+                t.lower_ if case == "lower" else t.text
+                for t in doc
+                if not (t.is_punct or t.is_space)
+            )
+        ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+        return cls(entries=ranked[:max_vocab], case=case)
+
+
+def normalize_entry(line: str, case: Case) -> str:
+    """Strip, collapse inner whitespace and apply the case policy."""
+    entry = " ".join(line.split())
+    return entry.lower() if case == "lower" else entry
+
+
+@dataclass
+class MatchedSentence:
+    """One sentence and the vocabulary occurrences in it.
+
+    Attributes:
+        text: The sentence text.
+        spans: ``(start_char, end_char, entry_id)`` per occurrence, relative to ``text``, in order.
+    """
+
+    text: str
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+class VocabMatcher:
+    """Find every occurrence of the vocabulary's entries in spaCy Docs, sentence by sentence.
+
+    Entries are tokenized with the pipeline's own tokenizer, so a phrase or a word that spaCy splits
+    (``"don't"``) matches the same tokens in running text.
+    """
+
+    def __init__(self, nlp: Language, vocab: Vocabulary) -> None:
+        self._matcher = PhraseMatcher(nlp.vocab, attr="LOWER" if vocab.case == "lower" else "ORTH")
+        self._entry_of_key: dict[int, int] = {}
+        for entry_id, entry in enumerate(vocab.entries):
+            key = f"entry:{entry_id}"
+            self._matcher.add(key, [nlp.make_doc(entry)])
+            self._entry_of_key[nlp.vocab.strings[key]] = entry_id
+
+    def __call__(self, doc: Doc) -> Iterator[MatchedSentence]:
+        """Yield every sentence of ``doc`` with the occurrences inside it."""
+        sentences = list(doc.sents)
+        starts = [s.start for s in sentences]
+        found: list[list[tuple[int, int, int]]] = [[] for _ in sentences]
+        for key, start, end in self._matcher(doc):
+            index = bisect_right(starts, start) - 1
+            sent = sentences[index]
+            if end > sent.end:
+                continue
+            char_start = doc[start].idx - sent.start_char
+            char_end = doc[end - 1].idx + len(doc[end - 1]) - sent.start_char
+            found[index].append((char_start, char_end, self._entry_of_key[key]))
+        for sent, spans in zip(sentences, found):
+            yield MatchedSentence(sent.text, sorted(spans))
