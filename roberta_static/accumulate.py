@@ -33,7 +33,8 @@ def pool_occurrences(
     tokens = hidden[:, rows[owner], positions]
     pooled = hidden.new_zeros(hidden.shape[0], len(rows), hidden.shape[-1])
     if pool == "max":
-        return pooled.index_reduce_(1, owner, tokens, "amax", include_self=False)
+        index = owner[None, :, None].expand_as(tokens)
+        return pooled.scatter_reduce_(1, index, tokens, "amax", include_self=False)
     return pooled.index_add_(1, owner, tokens) / lengths[None, :, None].to(hidden.dtype)
 
 

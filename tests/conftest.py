@@ -1,0 +1,113 @@
+"""Fixtures: tiny RoBERTa and BERT models built at test time, saved with save_pretrained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CORPUS_LINES = [
+    "The cat sat on the mat. Paris is a city in France, and Paris is large.",
+    "A dog chased the cat across the garden in New York.",
+    "PARIS was quiet. The distillation of knowledge from transformers is useful.",
+    "New York and Paris are cities; the cat lives in new york with a dog.",
+    "The dog, the cat and the bird are friends in the garden.",
+    # Longer than the models' 64-token limit: read through overlapping windows.
+    " ".join(
+        ["The garden behind the house is green and the dog runs around the garden"] * 6
+        + ["until the cat sleeps in the sun near Paris."]
+    ),
+]
+VOCAB_ENTRIES = ["cat", "dog", "Paris", "garden", "distillation", "transformers", "new york", "zebra"]
+MAX_LENGTH = 64
+
+
+def _train_lines() -> list[str]:
+    return CORPUS_LINES * 20 + ["zebra quantum spectroscopy", "The sun is bright."] * 5
+
+
+def build_roberta(folder: Path) -> Path:
+    """A 2-layer, 32-wide RoBERTa with a byte-level BPE tokenizer trained on the test corpus."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        _train_lines(),
+        vocab_size=300,
+        min_frequency=1,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    bpe.save_model(str(folder))
+    tokenizer = RobertaTokenizerFast(
+        str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=MAX_LENGTH
+    )
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=MAX_LENGTH + 2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    RobertaModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+def build_bert(folder: Path) -> Path:
+    """A 2-layer, 32-wide BERT with a WordPiece tokenizer trained on the test corpus."""
+    import torch
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wordpiece = BertWordPieceTokenizer(lowercase=True)
+    wordpiece.train_from_iterator(_train_lines(), vocab_size=150, min_frequency=1)
+    wordpiece.save_model(str(folder))
+    tokenizer = BertTokenizerFast(str(folder / "vocab.txt"), model_max_length=MAX_LENGTH)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(1)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=MAX_LENGTH,
+    )
+    BertModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def roberta_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_roberta(tmp_path_factory.mktemp("tiny-roberta"))
+
+
+@pytest.fixture(scope="session")
+def bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session", params=["roberta", "bert"])
+def model_dir(request: pytest.FixtureRequest, roberta_dir: Path, bert_dir: Path) -> Path:
+    return roberta_dir if request.param == "roberta" else bert_dir
+
+
+@pytest.fixture()
+def corpus_file(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(CORPUS_LINES) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def vocab_file(tmp_path: Path) -> Path:
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(VOCAB_ENTRIES) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,87 @@
+"""The distilled vectors equal a naive per-sentence reference, for every pooling and combination."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from conftest import CORPUS_LINES, VOCAB_ENTRIES
+from naive import naive_distill
+
+from roberta_static import CorpusError, DistillConfig, VocabError, distill
+from roberta_static.vocab import Vocabulary
+
+
+def assert_matches_reference(vectors, reference):
+    assert sorted(vectors.words) == sorted(reference)
+    for word, (expected, count) in reference.items():
+        assert vectors.counts[vectors.words.index(word)] == count, word
+        np.testing.assert_allclose(vectors[word], expected, atol=1e-5, rtol=1e-5, err_msg=word)
+
+
+@pytest.mark.parametrize("pool", ["mean", "first", "last", "max"])
+@pytest.mark.parametrize("combine", ["mean", "sum", "concat"])
+def test_matches_naive_reference(model_dir, corpus_file, vocab_file, pool, combine):
+    config = DistillConfig(model=str(model_dir), layers="0,-1", pool=pool, combine=combine)
+    vectors = distill(corpus_file, vocab_file, config)
+    reference = naive_distill(model_dir, CORPUS_LINES, VOCAB_ENTRIES, [0, -1], pool, combine)
+    assert_matches_reference(vectors, reference)
+    stats = vectors.meta["stats"]
+    assert stats["split_sentences"] >= 1  # the long sentence went through windows
+    assert stats["entries_found"] == len(VOCAB_ENTRIES) - 1  # "zebra" never occurs
+
+
+def test_truncated_model_and_max_contexts(model_dir, corpus_file, vocab_file):
+    config = DistillConfig(model=str(model_dir), layers="1", max_contexts=2)
+    vectors = distill(corpus_file, vocab_file, config)
+    reference = naive_distill(model_dir, CORPUS_LINES, VOCAB_ENTRIES, [1], "mean", "mean", max_contexts=2)
+    assert_matches_reference(vectors, reference)
+    assert vectors.counts.max() == 2
+
+
+def test_batch_budget_does_not_change_vectors(model_dir, corpus_file, vocab_file):
+    small = distill(corpus_file, vocab_file, DistillConfig(model=str(model_dir), layers="1-2", batch_tokens=64))
+    large = distill(corpus_file, vocab_file, DistillConfig(model=str(model_dir), layers="1-2", batch_tokens=100_000))
+    assert small.words == large.words
+    np.testing.assert_allclose(small.vectors, large.vectors, atol=1e-5)
+
+
+def test_case_keep_matches_exact_case(roberta_dir, corpus_file, tmp_path):
+    vocab = Vocabulary.from_entries(["Paris", "PARIS"], case="keep")
+    config = DistillConfig(model=str(roberta_dir), layers="1", case="keep")
+    vectors = distill(corpus_file, vocab, config)
+    reference = naive_distill(roberta_dir, CORPUS_LINES, ["Paris", "PARIS"], [1], "mean", "mean", case="keep")
+    assert_matches_reference(vectors, reference)
+
+
+def test_fill_unseen_decontextualized(roberta_dir, corpus_file, vocab_file):
+    config = DistillConfig(model=str(roberta_dir), layers="1", fill_unseen="decontextualized")
+    vectors = distill(corpus_file, vocab_file, config)
+    assert vectors.counts[vectors.words.index("zebra")] == 0
+    # The fill is the entry alone through the model: compare with the reference on a one-line corpus.
+    alone = naive_distill(roberta_dir, ["zebra"], ["zebra"], [1], "mean", "mean")
+    np.testing.assert_allclose(vectors["zebra"], alone["zebra"][0], atol=1e-5)
+    assert vectors.meta["stats"]["entries_filled"] == 1
+
+
+def test_vocabulary_built_from_corpus(roberta_dir, corpus_file):
+    config = DistillConfig(model=str(roberta_dir), layers="1", min_count=5)
+    vectors = distill(corpus_file, None, config)
+    words = [w.strip(".,;").lower() for line in CORPUS_LINES for w in line.split()]
+    expected = {w for w, n in Counter(words).items() if n >= 5}
+    assert set(vectors.words) == expected
+    assert vectors.words == sorted(expected, key=lambda w: (-Counter(words)[w], w))
+
+
+def test_empty_corpus_is_an_error(roberta_dir, vocab_file, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(CorpusError, match="holds no text"):
+        distill(empty, vocab_file, DistillConfig(model=str(roberta_dir), layers="1"))
+
+
+def test_no_entry_found_is_an_error(roberta_dir, corpus_file):
+    vocab = Vocabulary.from_entries(["zebra"])
+    with pytest.raises(VocabError, match="none of the 1 vocabulary entries"):
+        distill(corpus_file, vocab, DistillConfig(model=str(roberta_dir), layers="1"))
