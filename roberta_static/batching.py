@@ -2,7 +2,9 @@
 
 Sentences are encoded as raw text with the model's fast (Rust) tokenizer, and each occurrence's
 subwords are the tokens whose character offsets overlap it. Byte-level BPE tokenizers (RoBERTa, GPT-2)
-get a word-initial space, so a word has the same subwords at sentence start and mid-sentence.
+get a leading space before each sentence, so a word has the same subwords at sentence start and
+mid-sentence. (The space is added to the text rather than with the pre-tokenizer's
+``add_prefix_space``, whose offsets for the first word are shifted by one.)
 Sentences longer than the model's limit become overlapping windows; each occurrence is read from the
 window where it sits most centrally.
 """
@@ -79,6 +81,7 @@ class SubwordEncoder:
 
     def __init__(self, backend: Tokenizer, max_length: int, pad_id: int) -> None:
         self._tokenizer = _plain_copy(backend)
+        self._lead = " " if _is_byte_level(json.loads(backend.to_str()).get("pre_tokenizer")) else ""
         self.prefix, self.suffix = _special_tokens(self._tokenizer)
         self.window = max_length - len(self.prefix) - len(self.suffix)
         if self.window < 2:
@@ -90,14 +93,15 @@ class SubwordEncoder:
     def encode(self, sentences: Sequence[MatchedSentence]) -> list[EncoderInput]:
         """Encode sentences that hold occurrences; returns one input per window used."""
         encodings = self._tokenizer.encode_batch(
-            [s.text for s in sentences], add_special_tokens=False
+            [self._lead + s.text for s in sentences], add_special_tokens=False
         )
         inputs: list[EncoderInput] = []
         for sentence, encoding in zip(sentences, encodings):
             self.stats.sentences_encoded += 1
             ids = np.asarray(encoding.ids, dtype=np.int64)
             spans = np.asarray(sentence.spans, dtype=np.int64).reshape(-1, 3)
-            occurrences = locate_subwords(np.asarray(encoding.offsets).reshape(-1, 2), spans)
+            offsets = np.asarray(encoding.offsets).reshape(-1, 2) - len(self._lead)
+            occurrences = locate_subwords(offsets, spans)
             self.stats.occurrences += len(spans)
             has_subwords = occurrences[:, 1] > occurrences[:, 0]
             self.stats.occurrences_without_subwords += int((~has_subwords).sum())
@@ -125,21 +129,19 @@ class SubwordEncoder:
 
 
 def _plain_copy(backend: Tokenizer) -> Tokenizer:
-    """Copy without padding or truncation, with a word-initial space for byte-level BPE."""
+    """Copy without padding or truncation."""
     state = json.loads(backend.to_str())
     state["padding"] = None
     state["truncation"] = None
-    _add_prefix_space(state.get("pre_tokenizer"))
     return Tokenizer.from_str(json.dumps(state))
 
 
-def _add_prefix_space(pre_tokenizer: dict | None) -> None:
+def _is_byte_level(pre_tokenizer: dict | None) -> bool:
+    """Whether the pre-tokenizer is (or contains) GPT-2 style byte-level splitting."""
     if not pre_tokenizer:
-        return
-    if pre_tokenizer.get("type") == "ByteLevel":
-        pre_tokenizer["add_prefix_space"] = True
-    for inner in pre_tokenizer.get("pretokenizers") or ():
-        _add_prefix_space(inner)
+        return False
+    inner = pre_tokenizer.get("pretokenizers") or ()
+    return pre_tokenizer.get("type") == "ByteLevel" or any(_is_byte_level(p) for p in inner)
 
 
 def _special_tokens(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:

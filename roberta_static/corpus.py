@@ -7,13 +7,17 @@ import gzip
 import json
 import lzma
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
 from .errors import CorpusError
 
-_DECOMPRESSORS = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
+_DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw),
+    ".bz2": bz2.BZ2File,
+    ".xz": lzma.LZMAFile,
+}
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 
 
@@ -108,7 +112,7 @@ class Corpus:
     @staticmethod
     def _open(path: Path, raw: IO[bytes]) -> IO[bytes]:
         decompressor = _DECOMPRESSORS.get(path.suffix)
-        return decompressor(fileobj=raw) if decompressor else raw
+        return decompressor(raw) if decompressor else raw
 
     def _field(self, path: Path, number: int, line: str) -> str:
         if not line.strip():

@@ -44,8 +44,8 @@ def subword_positions(offsets, start, end):
 
 def naive_distill(model_dir, lines, entries, layers, pool, combine, max_contexts=0, case="lower"):
     is_roberta = "roberta" in AutoModel.from_pretrained(model_dir).config.model_type
-    options = {"add_prefix_space": True} if is_roberta else {}
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, **options)
+    lead = " " if is_roberta else ""  # RoBERTa sees every word with its leading space
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModel.from_pretrained(model_dir).eval()
     limit = tokenizer.model_max_length
     result = {}
@@ -54,8 +54,9 @@ def naive_distill(model_dir, lines, entries, layers, pool, combine, max_contexts
             contexts = contexts[:max_contexts]
         vectors = []
         for text, start, end in contexts:
-            encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-            ids, offsets = encoding["input_ids"], [tuple(o) for o in encoding["offset_mapping"]]
+            encoding = tokenizer(lead + text, add_special_tokens=False, return_offsets_mapping=True)
+            ids = encoding["input_ids"]
+            offsets = [(s - len(lead), e - len(lead)) for s, e in encoding["offset_mapping"]]
             positions = subword_positions(offsets, start, end)
             window = limit - 2
             begin = 0

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from roberta_static.batching import (
+    EncoderInput,
+    SubwordEncoder,
+    choose_windows,
+    locate_subwords,
+    make_batches,
+    window_starts,
+)
+from roberta_static.vocab import MatchedSentence
+
+
+def test_locate_subwords_overlap_and_zero_width_markers():
+    # "Ġ" split off before "big" has zero width; it belongs to the word after it.
+    offsets = np.array([(1, 5), (6, 8), (9, 9), (9, 10), (10, 12), (12, 13)])
+    spans = np.array([(0, 5, 7), (9, 12, 8), (13, 14, 9)])
+    assert locate_subwords(offsets, spans).tolist() == [[0, 1, 7], [2, 5, 8], [6, 6, 9]]
+
+
+@pytest.mark.parametrize("n_tokens,window", [(5, 10), (10, 10), (11, 10), (57, 10), (100, 7)])
+def test_windows_cover_every_token_within_bounds(n_tokens, window):
+    starts = window_starts(n_tokens, window)
+    covered = set()
+    for start in starts:
+        assert 0 <= start and start + min(window, n_tokens) <= n_tokens
+        covered.update(range(start, start + window))
+    assert covered >= set(range(n_tokens))
+
+
+def test_choose_windows_picks_most_central_and_flags_too_long():
+    starts = [0, 5, 10]
+    occurrences = np.array([(1, 2, 0), (8, 9, 0), (14, 15, 0), (0, 20, 0)])
+    assert choose_windows(occurrences, starts, 10).tolist() == [0, 1, 2, -1]
+
+
+def test_roberta_word_has_same_subwords_at_start_and_mid_sentence(roberta_dir):
+    tokenizer = AutoTokenizer.from_pretrained(roberta_dir)
+    encoder = SubwordEncoder(tokenizer.backend_tokenizer, 64, tokenizer.pad_token_id)
+    sentences = [
+        MatchedSentence("Paris is large.", [(0, 5, 0)]),
+        MatchedSentence("I like Paris.", [(7, 12, 0)]),
+        MatchedSentence("zebra here", [(0, 5, 1)]),
+        MatchedSentence("a zebra", [(2, 7, 1)]),
+        MatchedSentence("a b", [(0, 1, 2)]),
+        MatchedSentence("b a", [(2, 3, 2)]),
+    ]
+    inputs = encoder.encode(sentences)
+    pieces = [item.ids[item.occurrences[0, 0] : item.occurrences[0, 1]].tolist() for item in inputs]
+    assert pieces[0] == pieces[1] and pieces[2] == pieces[3] and pieces[4] == pieces[5]
+    assert len(pieces[0]) >= 2 and len(pieces[2]) >= 2  # multi-subword words
+    assert pieces[0] == tokenizer(" Paris", add_special_tokens=False)["input_ids"]
+    # The caller's tokenizer is not changed.
+    assert tokenizer("Paris", add_special_tokens=False)["input_ids"] != pieces[0]
+
+
+def test_make_batches_respect_budget_and_keep_every_input():
+    inputs = [
+        EncoderInput(np.arange(n, dtype=np.int64), np.array([[0, 1, i]])) for i, n in enumerate([3, 9, 5, 2, 8])
+    ]
+    batches = list(make_batches(inputs, batch_tokens=16, pad_id=-1))
+    assert all(b.input_ids.size <= 16 for b in batches)
+    assert sorted(e for b in batches for e in b.entries.tolist()) == [0, 1, 2, 3, 4]
+    assert sum(b.real_tokens for b in batches) == 27

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import pytest
+
+from roberta_static.config import DistillConfig, parse_layers
+from roberta_static.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    "spec,expected",
+    [("1-4", (1, 2, 3, 4)), ("0,2,-1", (0, 2, -1)), ("-3--1", (-3, -2, -1)), (5, (5,)), ([1, 2], (1, 2))],
+)
+def test_parse_layers(spec, expected):
+    assert parse_layers(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["", "a", "4-1", "-1-2", "1,,2"])
+def test_parse_layers_rejects(spec):
+    with pytest.raises(ConfigError, match="layers"):
+        DistillConfig(model="m", layers=spec)
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"pool": "median"}, "pool: expected one of mean, first, last, max"),
+        ({"max_contexts": -1}, "max_contexts: must be >= 0"),
+        ({"layers": "1,1"}, "names a layer twice"),
+        ({"max_length": 600, "batch_tokens": 512}, "must hold one sequence"),
+    ],
+)
+def test_config_validation(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        DistillConfig(model="m", **changes)
+
+
+def test_round_trip_through_dict():
+    config = DistillConfig(model="m", layers="2-3", combine="concat")
+    assert DistillConfig(**config.to_dict()) == config

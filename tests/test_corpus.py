@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+
+import pytest
+
+from roberta_static.corpus import Corpus, decode
+from roberta_static.errors import CorpusError
+
+
+def test_reads_plain_and_compressed_files_in_order(tmp_path):
+    (tmp_path / "a.txt").write_text("one\n\ntwo\r\n")
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(b"three\n"))
+    (tmp_path / "c.bz2").write_bytes(bz2.compress(b"four\n"))
+    (tmp_path / "d.xz").write_bytes(lzma.compress(b"five"))
+    corpus = Corpus([tmp_path / name for name in ("a.txt", "b.txt.gz", "c.bz2", "d.xz")])
+    assert list(corpus) == ["one", "two", "three", "four", "five"]
+    assert corpus.bytes_read == corpus.total_bytes
+
+
+def test_folder_is_read_recursively_and_sorted(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.txt").write_text("second")
+    (tmp_path / "a.txt").write_text("first")
+    (tmp_path / ".hidden").write_text("never")
+    assert list(Corpus([tmp_path])) == ["first", "second"]
+
+
+def test_jsonl_field(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text(json.dumps({"body": "hello"}) + "\n\n" + json.dumps({"body": "world"}) + "\n")
+    assert list(Corpus([path], text_field="body")) == ["hello", "world"]
+
+
+def test_jsonl_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "ok"}\n{"other": 1}\n')
+    with pytest.raises(CorpusError, match=r"docs.jsonl:2: no string field 'text'"):
+        list(Corpus([path]))
+    path.write_text("{broken\n")
+    with pytest.raises(CorpusError, match=r"docs.jsonl:1: not valid JSON"):
+        list(Corpus([path]))
+
+
+def test_invalid_utf8_is_replaced_and_counted(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"caf\xe9 ok\n\xff\xfegood\n")
+    corpus = Corpus([path])
+    assert list(corpus) == ["caf\ufffd ok", "\ufffd\ufffdgood"]
+    assert corpus.bad_bytes == 3
+
+
+def test_decode_matches_python_replace():
+    data = b"a\xc3(b\xe2\x82c\xf0\x9f\x98\x80"
+    text, bad = decode(data)
+    assert text == data.decode("utf-8", errors="replace")
+    assert bad == 3
+
+
+def test_missing_path_and_empty_folder(tmp_path):
+    with pytest.raises(CorpusError, match="no such file or folder"):
+        Corpus([tmp_path / "missing.txt"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError, match="folder holds no files"):
+        Corpus([tmp_path / "empty"])

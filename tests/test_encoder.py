@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from roberta_static.config import DistillConfig
+from roberta_static.encoder import load_pretrained, resolve_layers, truncate_layers
+from roberta_static.errors import ConfigError, ModelLoadError
+
+
+def test_truncated_model_gives_the_same_states_and_leaves_the_original_whole(model_dir):
+    model = AutoModel.from_pretrained(model_dir).eval()
+    ids = torch.tensor([[0, 5, 6, 7, 2]])
+    with torch.no_grad():
+        full = model(ids, output_hidden_states=True).hidden_states
+        short = truncate_layers(model, 1)(ids, output_hidden_states=True).hidden_states
+    assert len(short) == 2
+    torch.testing.assert_close(short[1], full[1])
+    assert model.config.num_hidden_layers == 2
+    with torch.no_grad():
+        assert len(model(ids, output_hidden_states=True).hidden_states) == 3
+
+
+def test_layer_range_error_gives_valid_range():
+    assert resolve_layers((0, -1, 2), 12) == (0, 12, 2)
+    with pytest.raises(ConfigError, match=r"layers: \[13\] out of range; this model has layers 0-12"):
+        resolve_layers((13,), 12)
+
+
+def test_not_a_model(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ModelLoadError, match="cannot load a model"):
+        load_pretrained(DistillConfig(model=str(tmp_path)))
+    with pytest.raises(ModelLoadError, match="found a file"):
+        load_pretrained(DistillConfig(model=str(tmp_path / "notes.txt")))
+
+
+def test_pickled_weights_need_opt_in(roberta_dir, tmp_path):
+    model = AutoModel.from_pretrained(roberta_dir)
+    model.save_pretrained(tmp_path, safe_serialization=False)
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        (tmp_path / name).write_bytes((roberta_dir / name).read_bytes())
+    assert not (tmp_path / "model.safetensors").exists()
+    with pytest.raises(ModelLoadError):
+        load_pretrained(DistillConfig(model=str(tmp_path)))
+    loaded, _ = load_pretrained(DistillConfig(model=str(tmp_path), allow_pickle=True))
+    assert loaded.config.num_hidden_layers == 2

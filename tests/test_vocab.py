@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from roberta_static.errors import VocabError
+from roberta_static.segment import load_segmenter, segment
+from roberta_static.vocab import Vocabulary, VocabMatcher
+
+
+def test_file_skips_blanks_and_duplicates(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("  Cat \n\ncat\nNew   York\nnew york\n日本\n🙂\n", encoding="utf-8")
+    vocab = Vocabulary.from_file(path)
+    assert vocab.entries == ["cat", "new york", "日本", "🙂"]
+    assert (vocab.duplicates, vocab.blank_lines) == (2, 1)
+    assert Vocabulary.from_file(path, case="keep").entries == ["Cat", "cat", "New York", "new york", "日本", "🙂"]
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(VocabError, match="not found"):
+        Vocabulary.from_file(tmp_path / "missing.txt")
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    with pytest.raises(VocabError, match="vocabulary is empty"):
+        Vocabulary.from_file(tmp_path / "blank.txt")
+    (tmp_path / "tabs.txt").write_text("ok\nbad\tentry\n")
+    with pytest.raises(VocabError, match=r"tabs.txt:2: tab inside an entry"):
+        Vocabulary.from_file(tmp_path / "tabs.txt")
+
+
+def matches(text, entries, case="lower"):
+    nlp = load_segmenter("en")
+    matcher = VocabMatcher(nlp, Vocabulary.from_entries(entries, case))
+    return [
+        (sentence.text, [(sentence.text[s:e], entry) for s, e, entry in sentence.spans])
+        for doc in segment(nlp, [text])
+        for sentence in matcher(doc)
+    ]
+
+
+def test_matches_words_phrases_and_repeats_per_sentence():
+    found = matches("New York is big. I love new york and NEW YORK, not york.", ["new york", "york"])
+    assert found == [
+        ("New York is big.", [("New York", 0), ("York", 1)]),
+        ("I love new york and NEW YORK, not york.",
+         [("new york", 0), ("york", 1), ("NEW YORK", 0), ("YORK", 1), ("york", 1)]),
+    ]
+
+
+def test_case_keep_is_exact():
+    found = matches("Paris and paris.", ["Paris"], case="keep")
+    assert found == [("Paris and paris.", [("Paris", 0)])]
+
+
+def test_entries_split_by_spacy_still_match():
+    found = matches("They don't know.", ["don't"])
+    assert found == [("They don't know.", [("don't", 0)])]
