@@ -5,7 +5,7 @@ Sources (both ship in ``gensim/test/test_data``):
   Wikipedia dump (text under CC BY-SA), cleaned with gensim's ``extract_pages`` and ``filter_wiki``;
 - ``lee_background.cor``: the Lee news corpus background documents, one document per line.
 
-Run ``python benchmarks/gensim_corpus.py examples/wiki.txt --paragraphs 400`` to rebuild the example.
+Rebuild the example: ``python benchmarks/gensim_corpus.py examples/wiki.txt --paragraphs 400``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 Example:
     >>> from roberta_static import DistillConfig, distill  # doctest: +SKIP
-    >>> vecs = distill("corpus.txt", "vocab.txt", DistillConfig(model="roberta-base"))  # doctest: +SKIP
+    >>> config = DistillConfig(model="roberta-base")  # doctest: +SKIP
+    >>> vecs = distill("corpus.txt", "vocab.txt", config)  # doctest: +SKIP
     >>> vecs.to_keyed_vectors().most_similar("cat")  # doctest: +SKIP
+
 """
 
 from __future__ import annotations

@@ -10,17 +10,24 @@ from .config import Combine, Pooling
 
 
 def pool_occurrences(
-    hidden: torch.Tensor, rows: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, pool: Pooling
+    hidden: torch.Tensor,
+    rows: torch.Tensor,
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    pool: Pooling,
 ) -> torch.Tensor:
     """Pool the subword vectors of each occurrence.
 
     Args:
         hidden: ``[layers, batch, tokens, hidden]`` states.
-        rows, starts, ends: Per occurrence: batch row and token range ``[start, end)``.
+        rows: Batch row of each occurrence.
+        starts: First token of each occurrence.
+        ends: End (exclusive) token of each occurrence.
         pool: ``mean``, ``first``, ``last`` or ``max``.
 
     Returns:
         ``[layers, occurrences, hidden]``.
+
     """
     if pool == "first":
         return hidden[:, rows, starts]
@@ -59,6 +66,7 @@ class Accumulator:
         n_entries: Vocabulary size.
         dim: Width of one occurrence vector.
         device: Where the sums live (the encoder's device).
+
     """
 
     def __init__(self, n_entries: int, dim: int, device: torch.device | str = "cpu") -> None:

@@ -1,4 +1,4 @@
-"""Write outputs under temporary names and rename them into place, so a crash leaves no half file."""
+"""Write outputs under temporary names, then rename them into place: a crash leaves no half file."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = False) -> Iter
 
 @contextmanager
 def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder inside ``folder``; its files are renamed into ``folder`` on success."""
+    """Yield a temporary folder inside ``folder``; on success its files move into ``folder``."""
     folder = Path(folder)
     try:
         staging = Path(tempfile.mkdtemp(prefix=".staging.", dir=folder))

@@ -1,9 +1,9 @@
 """From matched sentences to padded encoder batches.
 
 Sentences are encoded as raw text with the model's fast (Rust) tokenizer, and each occurrence's
-subwords are the tokens whose character offsets overlap it. Byte-level BPE tokenizers (RoBERTa, GPT-2)
-get a leading space before each sentence, so a word has the same subwords at sentence start and
-mid-sentence. (The space is added to the text rather than with the pre-tokenizer's
+subwords are the tokens whose character offsets overlap it. Byte-level BPE tokenizers (RoBERTa,
+GPT-2) get a leading space before each sentence, so a word has the same subwords at sentence start
+and mid-sentence. (The space is added to the text rather than with the pre-tokenizer's
 ``add_prefix_space``, whose offsets for the first word are shifted by one.)
 Sentences longer than the model's limit become overlapping windows; each occurrence is read from the
 window where it sits most centrally.
@@ -28,6 +28,7 @@ class EncoderInput:
     Attributes:
         ids: Token ids, special tokens included.
         occurrences: ``[k, 3]`` int64 rows of ``(first_token, end_token, entry_id)``.
+
     """
 
     ids: np.ndarray
@@ -42,6 +43,7 @@ class Batch:
         input_ids: ``[B, T]`` token ids, right-padded.
         attention_mask: ``[B, T]`` 1 for real tokens.
         rows, starts, ends, entries: One value per occurrence: its batch row, token range, entry.
+
     """
 
     input_ids: np.ndarray
@@ -77,11 +79,14 @@ class SubwordEncoder:
             changed).
         max_length: Longest encoder input, special tokens included.
         pad_id: Id used for padding.
+
     """
 
     def __init__(self, backend: Tokenizer, max_length: int, pad_id: int) -> None:
         self._tokenizer = _plain_copy(backend)
-        self._lead = " " if _is_byte_level(json.loads(backend.to_str()).get("pre_tokenizer")) else ""
+        self._lead = (
+            " " if _is_byte_level(json.loads(backend.to_str()).get("pre_tokenizer")) else ""
+        )
         self.prefix, self.suffix = _special_tokens(self._tokenizer)
         self.window = max_length - len(self.prefix) - len(self.suffix)
         if self.window < 2:
@@ -96,7 +101,7 @@ class SubwordEncoder:
             [self._lead + s.text for s in sentences], add_special_tokens=False
         )
         inputs: list[EncoderInput] = []
-        for sentence, encoding in zip(sentences, encodings):
+        for sentence, encoding in zip(sentences, encodings, strict=True):
             self.stats.sentences_encoded += 1
             ids = np.asarray(encoding.ids, dtype=np.int64)
             spans = np.asarray(sentence.spans, dtype=np.int64).reshape(-1, 3)
@@ -165,6 +170,7 @@ def locate_subwords(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
     Returns:
         ``[k, 3]`` rows of ``(first_token, end_token, entry_id)``; ``first == end`` when no token
         overlaps the span.
+
     """
     starts = offsets[:, 0].copy()
     ends = offsets[:, 1].copy()
@@ -197,9 +203,7 @@ def choose_windows(occurrences: np.ndarray, starts: list[int], window: int) -> n
     return np.where(fits, best, -1)
 
 
-def make_batches(
-    inputs: Sequence[EncoderInput], batch_tokens: int, pad_id: int
-) -> Iterator[Batch]:
+def make_batches(inputs: Sequence[EncoderInput], batch_tokens: int, pad_id: int) -> Iterator[Batch]:
     """Group inputs into padded batches of at most ``batch_tokens`` tokens, shortest first."""
     order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].ids))
     group: list[EncoderInput] = []

@@ -37,6 +37,7 @@ def parse_layers(spec: str | int | Iterable[int]) -> tuple[int, ...]:
     Example:
         >>> parse_layers("1-3,-1")
         (1, 2, 3, -1)
+
     """
     if isinstance(spec, int):
         return (spec,)
@@ -47,7 +48,8 @@ def parse_layers(spec: str | int | Iterable[int]) -> tuple[int, ...]:
         match = _LAYER_ITEM.match(item)
         if not match:
             raise ConfigError(
-                f"layers: cannot read {item!r} in {spec!r}; expected indices and ranges like '1-4,-1'"
+                f"layers: cannot read {item!r} in {spec!r}; "
+                "expected indices and ranges like '1-4,-1'"
             )
         start, end = int(match[1]), int(match[2] if match[2] is not None else match[1])
         if (start < 0) != (end < 0) or end < start:
@@ -64,7 +66,7 @@ class DistillConfig:
         model: Hugging Face hub id or local directory of the encoder.
         layers: Hidden layers to pool (0 is the embedding output, negatives count from the top).
         combine: How the chosen layers are combined: ``mean``, ``sum`` or ``concat``.
-        pool: How an occurrence's subword vectors are pooled: ``mean``, ``first``, ``last``, ``max``.
+        pool: How an occurrence's subwords are pooled: ``mean``, ``first``, ``last``, ``max``.
         max_contexts: Occurrences used per entry, in corpus order (0 = all).
         batch_tokens: Token budget of one encoder batch, padding included.
         max_length: Longest encoder input in tokens (default: the model's limit).
@@ -83,6 +85,7 @@ class DistillConfig:
     Example:
         >>> DistillConfig(model="roberta-base", layers="1-4").layers
         (1, 2, 3, 4)
+
     """
 
     model: str

@@ -30,7 +30,8 @@ def list_corpus_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
             found = sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
             if not found:
                 raise CorpusError(f"{path}: folder holds no files")
@@ -81,6 +82,7 @@ class Corpus:
     Example:
         >>> corpus = Corpus(["examples/wiki.txt"])  # doctest: +SKIP
         >>> next(iter(corpus))[:20]  # doctest: +SKIP
+
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike], text_field: str = "text") -> None:

@@ -31,6 +31,7 @@ class Encoder:
         config: The run's options (layers, device, dtype, max_length are used here).
 
     The model is moved to the device and dtype in place; its layer list is left whole.
+
     """
 
     def __init__(self, model: nn.Module, tokenizer: Any, config: DistillConfig) -> None:

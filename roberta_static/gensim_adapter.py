@@ -19,7 +19,11 @@ from .errors import ConfigError, VectorsError
 from .vectors import StaticVectors
 
 ExportFormat = Literal["kv", "word2vec", "word2vec-bin"]
-EXPORT_FILES: dict[str, str] = {"kv": "vectors.kv", "word2vec": "vectors.txt", "word2vec-bin": "vectors.bin"}
+EXPORT_FILES: dict[str, str] = {
+    "kv": "vectors.kv",
+    "word2vec": "vectors.txt",
+    "word2vec-bin": "vectors.bin",
+}
 
 
 def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -> KeyedVectors:
@@ -32,6 +36,7 @@ def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -
         >>> kv = to_keyed_vectors(vecs)
         >>> kv.index_to_key, kv.get_vecattr("b", "count")
         (['b', 'a'], 5)
+
     """
     order = np.argsort(-vectors.counts, kind="stable")
     words = [vectors.words[i] for i in order]
@@ -54,8 +59,10 @@ def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
     return [n for n in names if n]  # type: ignore[misc]
 
 
-def write_exports(vectors: StaticVectors, folder: Path, formats: Iterable[ExportFormat]) -> list[Path]:
-    """Write each format's file (``vectors.kv``, ``vectors.txt``, ``vectors.bin``) into ``folder``."""
+def write_exports(
+    vectors: StaticVectors, folder: Path, formats: Iterable[ExportFormat]
+) -> list[Path]:
+    """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``) into ``folder``."""
     written = []
     for fmt in formats:
         path = folder / EXPORT_FILES[fmt]
@@ -97,10 +104,11 @@ def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> K
         raise VectorsError(f"{path}: no such vectors folder or file")
     if path.suffix == ".kv":
         if not allow_pickle:
-            raise VectorsError(f"{path}: .kv files are pickles; pass --allow-pickle if you trust it")
+            raise VectorsError(
+                f"{path}: .kv files are pickles; pass --allow-pickle if you trust it"
+            )
         return KeyedVectors.load(str(path))
     try:
         return KeyedVectors.load_word2vec_format(str(path), binary=path.suffix == ".bin")
     except (ValueError, UnicodeDecodeError, EOFError) as error:
         raise VectorsError(f"{path}: not a word2vec file ({error})") from None
-

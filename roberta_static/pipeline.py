@@ -85,6 +85,7 @@ def distill(
     Example:
         >>> config = DistillConfig(model="./tiny-model", layers="1-2")  # doctest: +SKIP
         >>> vecs = distill("examples/wiki.txt", "examples/vocab.txt", config)  # doctest: +SKIP
+
     """
     paths = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
     texts = Corpus(paths, config.text_field)
@@ -109,7 +110,11 @@ def distill_from_model(
     report = progress or (lambda _: None)
     if vocab is None:
         vocab = Vocabulary.from_corpus(
-            nlp, _reporting(corpus, "count", report), config.case, config.min_count, config.max_vocab
+            nlp,
+            _reporting(corpus, "count", report),
+            config.case,
+            config.min_count,
+            config.max_vocab,
         )
         if not vocab.entries:
             raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
@@ -158,7 +163,11 @@ def _run_pass(
     def flush() -> None:
         _encode_and_add(encoder, pending, accumulator, config, stats)
         pending.clear()
-        report(Progress("distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens))
+        report(
+            Progress(
+                "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
+            )
+        )
 
     for doc in segment(nlp, _counting(corpus, stats)):
         for sentence in matcher(doc):
@@ -171,7 +180,11 @@ def _run_pass(
         if len(pending) >= CHUNK_SENTENCES:
             flush()
         elif stats.text_units % 64 == 0:
-            report(Progress("distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens))
+            report(
+                Progress(
+                    "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
+                )
+            )
         if config.max_contexts and not remaining.any():
             stats.stopped_early = True
             break
@@ -217,7 +230,9 @@ def _decontextualized(
 ) -> np.ndarray:
     """Each entry alone through the encoder, with the run's layers and pooling."""
     accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
-    sentences = [MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), int(i))]) for i in entry_ids]
+    sentences = [
+        MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), int(i))]) for i in entry_ids
+    ]
     _encode_and_add(encoder, sentences, accumulator, config, RunStats())
     return accumulator.means()[0][entry_ids]
 

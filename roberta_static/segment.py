@@ -1,4 +1,4 @@
-"""Split text units into sentences and words with spaCy (blank pipeline + sentencizer by default)."""
+"""Split text units into sentences and words with spaCy (default: blank pipeline + sentencizer)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
         >>> nlp = load_segmenter("en")
         >>> [s.text for s in nlp("Hi there. Bye.").sents]
         ['Hi there.', 'Bye.']
+
     """
     if spacy_model is None:
         try:
@@ -45,7 +46,7 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
 
 
 def split_long(text: str, limit: int = MAX_UNIT_CHARS) -> Iterator[str]:
-    """Cut ``text`` into pieces of at most ``limit`` characters, at the last space when there is one."""
+    """Cut ``text`` into pieces of at most ``limit`` characters, at a space where there is one."""
     while len(text) > limit:
         cut = text.rfind(" ", limit // 2, limit)
         cut = cut + 1 if cut > 0 else limit

@@ -43,6 +43,7 @@ class StaticVectors:
         >>> vecs = StaticVectors(["cat", "dog"], np.eye(2, dtype=np.float32), np.array([3, 1]))
         >>> vecs["dog"].tolist(), vecs.dim
         ([0.0, 1.0], 2)
+
     """
 
     words: list[str]
@@ -91,7 +92,8 @@ class StaticVectors:
             raise VectorsError(f"{bad} of {len(self)} vectors hold NaN or Inf; nothing written")
         np.save(folder / VECTORS_FILE, self.vectors, allow_pickle=False)
         with open(folder / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts.tolist()))
+            rows = zip(self.words, self.counts.tolist(), strict=True)
+            handle.writelines(f"{word}\t{count}\n" for word, count in rows)
         meta = {"format_version": FORMAT_VERSION, **self.meta}
         (folder / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
 
@@ -113,7 +115,7 @@ class StaticVectors:
         return cls([w for w, _ in rows], vectors, np.array([int(c) for _, c in rows]), meta)
 
     def to_keyed_vectors(self) -> KeyedVectors:
-        """gensim ``KeyedVectors`` with counts, rows sorted by descending count."""
+        """Gensim ``KeyedVectors`` with counts, rows sorted by descending count."""
         from .gensim_adapter import to_keyed_vectors
 
         return to_keyed_vectors(self)

@@ -30,6 +30,7 @@ class Vocabulary:
         case: The case policy they were normalised with.
         duplicates: Lines dropped because they repeated an earlier entry.
         blank_lines: Blank lines skipped.
+
     """
 
     entries: list[str]
@@ -47,6 +48,7 @@ class Vocabulary:
         Example:
             >>> Vocabulary.from_entries(["Paris", "paris", "", "New  York"]).entries
             ['paris', 'new york']
+
         """
         vocab = cls(entries=[], case=case)
         seen: set[str] = set()
@@ -74,17 +76,21 @@ class Vocabulary:
         lines = text.splitlines()
         for number, line in enumerate(lines, start=1):
             if "\t" in line.strip():
-                raise VocabError(f"{path}:{number}: tab inside an entry; expected one entry per line")
+                raise VocabError(
+                    f"{path}:{number}: tab inside an entry; expected one entry per line"
+                )
         vocab = cls.from_entries(lines, case)
         if not vocab.entries:
-            raise VocabError(f"{path}: vocabulary is empty ({len(lines)} lines, none with an entry)")
+            raise VocabError(
+                f"{path}: vocabulary is empty ({len(lines)} lines, none with an entry)"
+            )
         return vocab
 
     @classmethod
     def from_corpus(
         cls, nlp: Language, texts: Iterable[str], case: Case, min_count: int, max_vocab: int | None
     ) -> Vocabulary:
-        """Count the words of a corpus (spaCy tokens, no punctuation or space) and keep the frequent.
+        """Count the corpus words (spaCy tokens, no punctuation or space); keep the frequent ones.
 
         Entries are ordered by descending count, ties alphabetically.
         """
@@ -95,7 +101,9 @@ class Vocabulary:
                 for t in doc
                 if not (t.is_punct or t.is_space)
             )
-        ranked = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+        ranked = sorted(
+            (w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w)
+        )
         return cls(entries=ranked[:max_vocab], case=case)
 
 
@@ -112,6 +120,7 @@ class MatchedSentence:
     Attributes:
         text: The sentence text.
         spans: ``(start_char, end_char, entry_id)`` per occurrence, relative to ``text``, in order.
+
     """
 
     text: str
@@ -146,5 +155,5 @@ class VocabMatcher:
             char_start = doc[start].idx - sent.start_char
             char_end = doc[end - 1].idx + len(doc[end - 1]) - sent.start_char
             found[index].append((char_start, char_end, self._entry_of_key[key]))
-        for sent, spans in zip(sentences, found):
+        for sent, spans in zip(sentences, found, strict=True):
             yield MatchedSentence(sent.text, sorted(spans))

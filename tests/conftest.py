@@ -18,7 +18,16 @@ CORPUS_LINES = [
         + ["until the cat sleeps in the sun near Paris."]
     ),
 ]
-VOCAB_ENTRIES = ["cat", "dog", "Paris", "garden", "distillation", "transformers", "new york", "zebra"]
+VOCAB_ENTRIES = [
+    "cat",
+    "dog",
+    "Paris",
+    "garden",
+    "distillation",
+    "transformers",
+    "new york",
+    "zebra",
+]
 MAX_LENGTH = 64
 
 

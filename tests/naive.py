@@ -76,12 +76,22 @@ def naive_distill(model_dir, lines, entries, layers, pool, combine, max_contexts
             for layer in layers:
                 tokens = states[layer][0, rows].numpy()
                 per_layer.append(
-                    {"mean": tokens.mean(0), "max": tokens.max(0), "first": tokens[0], "last": tokens[-1]}[pool]
+                    {
+                        "mean": tokens.mean(0),
+                        "max": tokens.max(0),
+                        "first": tokens[0],
+                        "last": tokens[-1],
+                    }[pool]
                 )
             stacked = np.stack(per_layer)
             vectors.append(
-                {"mean": stacked.mean(0), "sum": stacked.sum(0), "concat": stacked.reshape(-1)}[combine]
+                {"mean": stacked.mean(0), "sum": stacked.sum(0), "concat": stacked.reshape(-1)}[
+                    combine
+                ]
             )
         if vectors:
-            result[entry.lower() if case == "lower" else entry] = (np.mean(vectors, axis=0), len(vectors))
+            result[entry.lower() if case == "lower" else entry] = (
+                np.mean(vectors, axis=0),
+                len(vectors),
+            )
     return result

@@ -60,7 +60,8 @@ def test_roberta_word_has_same_subwords_at_start_and_mid_sentence(roberta_dir):
 
 def test_make_batches_respect_budget_and_keep_every_input():
     inputs = [
-        EncoderInput(np.arange(n, dtype=np.int64), np.array([[0, 1, i]])) for i, n in enumerate([3, 9, 5, 2, 8])
+        EncoderInput(np.arange(n, dtype=np.int64), np.array([[0, 1, i]]))
+        for i, n in enumerate([3, 9, 5, 2, 8])
     ]
     batches = list(make_batches(inputs, batch_tokens=16, pad_id=-1))
     assert all(b.input_ids.size <= 16 for b in batches)

@@ -8,7 +8,13 @@ from roberta_static.errors import ConfigError
 
 @pytest.mark.parametrize(
     "spec,expected",
-    [("1-4", (1, 2, 3, 4)), ("0,2,-1", (0, 2, -1)), ("-3--1", (-3, -2, -1)), (5, (5,)), ([1, 2], (1, 2))],
+    [
+        ("1-4", (1, 2, 3, 4)),
+        ("0,2,-1", (0, 2, -1)),
+        ("-3--1", (-3, -2, -1)),
+        (5, (5,)),
+        ([1, 2], (1, 2)),
+    ],
 )
 def test_parse_layers(spec, expected):
     assert parse_layers(spec) == expected

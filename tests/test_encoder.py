@@ -24,7 +24,9 @@ def test_truncated_model_gives_the_same_states_and_leaves_the_original_whole(mod
 
 def test_layer_range_error_gives_valid_range():
     assert resolve_layers((0, -1, 2), 12) == (0, 12, 2)
-    with pytest.raises(ConfigError, match=r"layers: \[13\] out of range; this model has layers 0-12"):
+    with pytest.raises(
+        ConfigError, match=r"layers: \[13\] out of range; this model has layers 0-12"
+    ):
         resolve_layers((13,), 12)
 
 
@@ -39,7 +41,13 @@ def test_not_a_model(tmp_path):
 def test_pickled_weights_need_opt_in(roberta_dir, tmp_path):
     model = AutoModel.from_pretrained(roberta_dir)
     model.save_pretrained(tmp_path, safe_serialization=False)
-    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+    for name in (
+        "vocab.json",
+        "merges.txt",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "tokenizer.json",
+    ):
         (tmp_path / name).write_bytes((roberta_dir / name).read_bytes())
     assert not (tmp_path / "model.safetensors").exists()
     with pytest.raises(ModelLoadError):

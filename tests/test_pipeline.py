@@ -35,14 +35,22 @@ def test_matches_naive_reference(model_dir, corpus_file, vocab_file, pool, combi
 def test_truncated_model_and_max_contexts(model_dir, corpus_file, vocab_file):
     config = DistillConfig(model=str(model_dir), layers="1", max_contexts=2)
     vectors = distill(corpus_file, vocab_file, config)
-    reference = naive_distill(model_dir, CORPUS_LINES, VOCAB_ENTRIES, [1], "mean", "mean", max_contexts=2)
+    reference = naive_distill(
+        model_dir, CORPUS_LINES, VOCAB_ENTRIES, [1], "mean", "mean", max_contexts=2
+    )
     assert_matches_reference(vectors, reference)
     assert vectors.counts.max() == 2
 
 
 def test_batch_budget_does_not_change_vectors(model_dir, corpus_file, vocab_file):
-    small = distill(corpus_file, vocab_file, DistillConfig(model=str(model_dir), layers="1-2", batch_tokens=64))
-    large = distill(corpus_file, vocab_file, DistillConfig(model=str(model_dir), layers="1-2", batch_tokens=100_000))
+    small = distill(
+        corpus_file, vocab_file, DistillConfig(model=str(model_dir), layers="1-2", batch_tokens=64)
+    )
+    large = distill(
+        corpus_file,
+        vocab_file,
+        DistillConfig(model=str(model_dir), layers="1-2", batch_tokens=100_000),
+    )
     assert small.words == large.words
     np.testing.assert_allclose(small.vectors, large.vectors, atol=1e-5)
 
@@ -51,7 +59,9 @@ def test_case_keep_matches_exact_case(roberta_dir, corpus_file, tmp_path):
     vocab = Vocabulary.from_entries(["Paris", "PARIS"], case="keep")
     config = DistillConfig(model=str(roberta_dir), layers="1", case="keep")
     vectors = distill(corpus_file, vocab, config)
-    reference = naive_distill(roberta_dir, CORPUS_LINES, ["Paris", "PARIS"], [1], "mean", "mean", case="keep")
+    reference = naive_distill(
+        roberta_dir, CORPUS_LINES, ["Paris", "PARIS"], [1], "mean", "mean", case="keep"
+    )
     assert_matches_reference(vectors, reference)
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from roberta_static.errors import VocabError
 from roberta_static.segment import load_segmenter, segment
-from roberta_static.vocab import Vocabulary, VocabMatcher
+from roberta_static.vocab import VocabMatcher, Vocabulary
 
 
 def test_file_skips_blanks_and_duplicates(tmp_path):
@@ -13,7 +13,14 @@ def test_file_skips_blanks_and_duplicates(tmp_path):
     vocab = Vocabulary.from_file(path)
     assert vocab.entries == ["cat", "new york", "日本", "🙂"]
     assert (vocab.duplicates, vocab.blank_lines) == (2, 1)
-    assert Vocabulary.from_file(path, case="keep").entries == ["Cat", "cat", "New York", "new york", "日本", "🙂"]
+    assert Vocabulary.from_file(path, case="keep").entries == [
+        "Cat",
+        "cat",
+        "New York",
+        "new york",
+        "日本",
+        "🙂",
+    ]
 
 
 def test_file_errors(tmp_path):
@@ -38,11 +45,15 @@ def matches(text, entries, case="lower"):
 
 
 def test_matches_words_phrases_and_repeats_per_sentence():
-    found = matches("New York is big. I love new york and NEW YORK, not york.", ["new york", "york"])
+    found = matches(
+        "New York is big. I love new york and NEW YORK, not york.", ["new york", "york"]
+    )
     assert found == [
         ("New York is big.", [("New York", 0), ("York", 1)]),
-        ("I love new york and NEW YORK, not york.",
-         [("new york", 0), ("york", 1), ("NEW YORK", 0), ("YORK", 1), ("york", 1)]),
+        (
+            "I love new york and NEW YORK, not york.",
+            [("new york", 0), ("york", 1), ("NEW YORK", 0), ("YORK", 1), ("york", 1)],
+        ),
     ]
 
 

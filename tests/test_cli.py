@@ -1,0 +1,179 @@
+"""The command line end to end on examples/, and its one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+from roberta_static.cli import app
+from typer.testing import CliRunner
+
+from roberta_static.vectors import StaticVectors
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_distill_examples_and_every_export(roberta_dir, tmp_path):
+    out = tmp_path / "vectors"
+    result = run(
+        "distill",
+        EXAMPLES / "wiki.txt",
+        "--vocab",
+        EXAMPLES / "vocab.txt",
+        "--model",
+        roberta_dir,
+        "--out",
+        out,
+        "--layers",
+        "1-2",
+        "--formats",
+        "kv,word2vec,word2vec-bin",
+        "--quiet",
+    )
+    assert result.exit_code == 0, result.output
+    vecs = StaticVectors.load(out)
+    entries = (EXAMPLES / "vocab.txt").read_text().split("\n")
+    assert len(vecs) == len([e for e in entries if e]) and "united states" in vecs
+    assert vecs.meta["config"]["layers"] == [1, 2] and vecs.meta["model"]["sha256"]
+    kv = KeyedVectors.load(str(out / "vectors.kv"))
+    text = KeyedVectors.load_word2vec_format(str(out / "vectors.txt"))
+    binary = KeyedVectors.load_word2vec_format(str(out / "vectors.bin"), binary=True)
+    for loaded in (kv, text, binary):
+        assert len(loaded) == len(vecs)
+        assert len(loaded.most_similar("war", topn=3)) == 3
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        "war\trevolution\t7.0\nchild\tchildren\t9.5\nsnow\tcongress\t0.5\nwar\tunknownword\t3\n"
+    )
+    pearson, spearman, oov = text.evaluate_word_pairs(str(pairs), delimiter="\t")
+    assert oov == 25.0 and np.isfinite(spearman.statistic)
+
+    similar = run("similar", out, "War", "-n", "3")
+    assert similar.exit_code == 0 and len(similar.output.strip().splitlines()) == 3
+    info = run("info", out)
+    assert info.exit_code == 0 and "entries x 32 dimensions" in info.output
+
+    again = run(
+        "distill",
+        EXAMPLES / "wiki.txt",
+        "--vocab",
+        EXAMPLES / "vocab.txt",
+        "--model",
+        roberta_dir,
+        "--out",
+        out,
+        "--quiet",
+    )
+    assert again.exit_code == 1 and "pass --overwrite" in again.output
+
+
+def test_export_command(roberta_dir, tmp_path, corpus_file, vocab_file):
+    out = tmp_path / "v"
+    assert (
+        run(
+            "distill",
+            corpus_file,
+            "--vocab",
+            vocab_file,
+            "--model",
+            roberta_dir,
+            "--out",
+            out,
+            "-l",
+            "1",
+            "-q",
+        ).exit_code
+        == 0
+    )
+    result = run("export", out, "--formats", "word2vec")
+    assert (
+        result.exit_code == 0
+        and (out / "vectors.txt").exists()
+        and not (out / "vectors.kv").exists()
+    )
+
+
+def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
+    empty = tmp / "empty.txt"
+    empty.write_text("")
+    blank_vocab = tmp / "blank_vocab.txt"
+    blank_vocab.write_text("\n \n")
+    not_model = tmp / "not_a_model"
+    not_model.mkdir()
+    (not_model / "readme.txt").write_text("hi")
+    return {
+        "missing corpus": (
+            [tmp / "nope.txt", "--vocab", vocab, "--model", model],
+            "nope.txt: no such file",
+        ),
+        "empty corpus": (
+            [empty, "--vocab", vocab, "--model", model, "-l", "1"],
+            "empty.txt: corpus holds no text",
+        ),
+        "empty vocabulary": (
+            [corpus, "--vocab", blank_vocab, "--model", model, "-l", "1"],
+            "vocabulary is empty",
+        ),
+        "layer out of range": (
+            [corpus, "--vocab", vocab, "--model", model, "--layers", "7"],
+            "layers: [7] out of range; this model has layers 0-2",
+        ),
+        "not a model": (
+            [corpus, "--vocab", vocab, "--model", not_model],
+            "not_a_model: cannot load a model",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing corpus", "empty corpus", "empty vocabulary", "layer out of range", "not a model"],
+)
+def test_bad_input_gives_one_line_and_no_output(
+    case, roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    args, message = bad_input_cases(tmp_path, roberta_dir, corpus_file, vocab_file)[case]
+    out = tmp_path / "out" / "vectors"
+    result = run("distill", *args, "--out", out, "--quiet")
+    assert result.exit_code == 1
+    assert result.output.strip().count("\n") == 0 and result.output.startswith("error: ")
+    assert message in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_console_script_and_module_entry_points():
+    for command in (
+        ["roberta-static", "--help"],
+        [sys.executable, "-m", "roberta_static", "distill", "--help"],
+    ):
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr
+        assert "distill" in result.stdout
+
+
+def test_error_without_traceback_in_a_real_process(tmp_path):
+    result = subprocess.run(
+        [
+            "roberta-static",
+            "distill",
+            str(tmp_path / "missing.txt"),
+            "--model",
+            "x",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"error: {tmp_path / 'missing.txt'}: no such file or folder"

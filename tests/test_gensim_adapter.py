@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from roberta_static.errors import VectorsError
+from roberta_static.gensim_adapter import EXPORT_FILES, export, load_keyed_vectors, to_keyed_vectors
+from roberta_static.vectors import StaticVectors
+
+
+@pytest.fixture()
+def vectors():
+    rng = np.random.default_rng(1)
+    words = ["cat", "dog", "new york", "tiger"]
+    matrix = rng.normal(size=(4, 8)).astype(np.float32)
+    matrix[3] = matrix[0] + 0.01  # tiger is next to cat
+    return StaticVectors(words, matrix, np.array([3, 7, 1, 5]))
+
+
+def test_keyed_vectors_sorted_by_count_with_counts(vectors):
+    kv = to_keyed_vectors(vectors)
+    assert kv.index_to_key == ["dog", "tiger", "cat", "new york"]
+    assert [kv.get_vecattr(k, "count") for k in kv.index_to_key] == [7, 5, 3, 1]
+    np.testing.assert_array_equal(kv["new york"], vectors["new york"])
+    assert kv.most_similar("cat", topn=1)[0][0] == "tiger"
+    assert kv.most_similar("cat", topn=1, restrict_vocab=1)[0][0] == "dog"
+
+
+def test_every_export_loads_in_gensim(vectors, tmp_path):
+    vectors.save(tmp_path / "out")
+    export(tmp_path / "out", list(EXPORT_FILES))
+    kv = KeyedVectors.load(str(tmp_path / "out" / "vectors.kv"))
+    text = KeyedVectors.load_word2vec_format(str(tmp_path / "out" / "vectors.txt"))
+    binary = KeyedVectors.load_word2vec_format(str(tmp_path / "out" / "vectors.bin"), binary=True)
+    assert kv.index_to_key[2] == "cat" and "new york" in kv
+    for loaded in (text, binary):
+        assert loaded.index_to_key == ["dog", "tiger", "cat", "new_york"]
+        np.testing.assert_allclose(
+            loaded["new_york"], vectors["new york"], atol=1e-6 if loaded is binary else 1e-5
+        )
+        assert loaded.most_similar("cat", topn=1)[0][0] == "tiger"
+    with pytest.raises(VectorsError, match="exists; pass --overwrite"):
+        export(tmp_path / "out", ["word2vec"])
+
+
+def test_loader_refuses_pickles_unless_allowed(vectors, tmp_path):
+    vectors.save(tmp_path / "out")
+    export(tmp_path / "out", ["kv"])
+    with pytest.raises(VectorsError, match="pickles"):
+        load_keyed_vectors(tmp_path / "out" / "vectors.kv")
+    assert "cat" in load_keyed_vectors(tmp_path / "out" / "vectors.kv", allow_pickle=True)
+    assert load_keyed_vectors(tmp_path / "out").index_to_key[0] == "dog"

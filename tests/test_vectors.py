@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roberta_static.errors import OutputError, VectorsError
+from roberta_static.vectors import StaticVectors
+
+
+def make_vectors():
+    rng = np.random.default_rng(0)
+    return StaticVectors(
+        ["cat", "new york", "日本"], rng.normal(size=(3, 4)), np.array([2, 5, 0]), {"note": "x"}
+    )
+
+
+def test_save_load_round_trip(tmp_path):
+    vecs = make_vectors()
+    vecs.save(tmp_path / "out")
+    back = StaticVectors.load(tmp_path / "out")
+    assert back.words == vecs.words
+    np.testing.assert_array_equal(back.vectors, vecs.vectors)
+    np.testing.assert_array_equal(back.counts, vecs.counts)
+    assert back.meta == {"format_version": 1, "note": "x"}
+    assert back.vectors.dtype == np.float32
+
+
+def test_refuses_non_empty_folder_without_overwrite(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    with pytest.raises(OutputError, match="not empty; pass --overwrite"):
+        make_vectors().save(out)
+    assert (out / "mine.txt").read_text() == "keep me"
+    make_vectors().save(out, overwrite=True)
+    assert not (out / "mine.txt").exists() and (out / "vectors.npy").exists()
+
+
+def test_nan_is_never_written_and_nothing_is_left_behind(tmp_path):
+    vecs = make_vectors()
+    vecs.vectors[1, 2] = np.nan
+    with pytest.raises(VectorsError, match="1 of 3 vectors hold NaN"):
+        vecs.save(tmp_path / "nested" / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_shape_mismatch_and_bad_folder(tmp_path):
+    with pytest.raises(VectorsError, match="need a \\[2, D\\] matrix"):
+        StaticVectors(["a", "b"], np.zeros((3, 2)), np.zeros(2))
+    with pytest.raises(VectorsError, match="not a roberta-static vectors folder"):
+        StaticVectors.load(tmp_path)
