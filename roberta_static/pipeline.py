@@ -252,6 +252,7 @@ def _reporting(corpus: Corpus, stage: str, report: ProgressCallback) -> Iterable
         if number % 1000 == 0:
             report(Progress(stage, corpus.bytes_read, corpus.total_bytes))
         yield text
+    report(Progress(stage, corpus.bytes_read, corpus.total_bytes))
 
 
 def _metadata(

@@ -113,6 +113,17 @@ def normalize_entry(line: str, case: Case) -> str:
     return entry.lower() if case == "lower" else entry
 
 
+def _patterns(nlp: Language, entry: str) -> list[Doc]:
+    """The entry as the tokenizer splits it alone, and as one token when it has no space.
+
+    Tokenization depends on context: ``"U.S."`` alone is ``["U.S", "."]`` but one token mid-sentence.
+    """
+    alone = nlp.make_doc(entry)
+    if " " in entry or len(alone) == 1:
+        return [alone]
+    return [alone, Doc(nlp.vocab, words=[entry])]
+
+
 @dataclass
 class MatchedSentence:
     """One sentence and the vocabulary occurrences in it.
@@ -139,7 +150,7 @@ class VocabMatcher:
         self._entry_of_key: dict[int, int] = {}
         for entry_id, entry in enumerate(vocab.entries):
             key = f"entry:{entry_id}"
-            self._matcher.add(key, [nlp.make_doc(entry)])
+            self._matcher.add(key, _patterns(nlp, entry))
             self._entry_of_key[nlp.vocab.strings[key]] = entry_id
 
     def __call__(self, doc: Doc) -> Iterator[MatchedSentence]:

@@ -65,3 +65,8 @@ def test_case_keep_is_exact():
 def test_entries_split_by_spacy_still_match():
     found = matches("They don't know.", ["don't"])
     assert found == [("They don't know.", [("don't", 0)])]
+
+
+def test_entries_tokenized_differently_alone_still_match():
+    found = matches("She moved to the U.S. in May. We've seen it.", ["u.s.", "'ve"])
+    assert found == [("She moved to the U.S. in May.", [("U.S.", 0)]), ("We've seen it.", [("'ve", 1)])]
