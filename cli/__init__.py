@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .distill import distill_command
+from .spacy_init import spacy_init_command
 from .vectors import export_command, info_command, similar_command
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ app.command("distill")(distill_command)
 app.command("export")(export_command)
 app.command("info")(info_command)
 app.command("similar")(similar_command)
+app.command("spacy-init")(spacy_init_command)
 
 
 def main() -> None:

@@ -61,7 +61,10 @@ class Encoder:
 
 
 def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
-    """Load the model and fast tokenizer named by ``config.model`` (hub id or local folder).
+    """Load the model and fast tokenizer named by ``config.model``.
+
+    ``config.model`` is a hub id, a local folder, or ``spacy:PIPELINE`` for the transformer inside
+    an installed spacy-transformers pipeline.
 
     Weights load from safetensors only, unless ``config.allow_pickle``; model code from the hub
     runs only with ``config.trust_remote_code``.
@@ -69,6 +72,10 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
     from transformers import AutoModel, AutoTokenizer
 
     name = config.model
+    if name.startswith("spacy:"):
+        from roberta_static.spacy_plugin.transformer_source import load_from_spacy_pipeline
+
+        return load_from_spacy_pipeline(name)
     path = Path(name)
     if path.exists() and not path.is_dir():
         raise ModelLoadError(f"{name}: expected a model folder or hub id, found a file")

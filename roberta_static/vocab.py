@@ -116,7 +116,7 @@ def normalize_entry(line: str, case: Case) -> str:
 def _patterns(nlp: Language, entry: str) -> list[Doc]:
     """The entry as the tokenizer splits it alone, and as one token when it has no space.
 
-    Tokenization depends on context: ``"U.S."`` alone is ``["U.S", "."]`` but one token mid-sentence.
+    Tokenization depends on context: ``"U.S."`` alone is ``["U.S", "."]``, mid-sentence one token.
     """
     alone = nlp.make_doc(entry)
     if " " in entry or len(alone) == 1:

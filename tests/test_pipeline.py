@@ -103,7 +103,9 @@ def test_installed_spacy_pipeline_sets_sentences(roberta_dir, corpus_file, vocab
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer", config={"punct_chars": [";"]})
     nlp.to_disk(tmp_path / "semicolons")
-    config = DistillConfig(model=str(roberta_dir), layers="1", spacy_model=str(tmp_path / "semicolons"))
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", spacy_model=str(tmp_path / "semicolons")
+    )
     vectors = distill(corpus_file, vocab_file, config)
     expected = sum(len(list(nlp(line).sents)) for line in CORPUS_LINES)
     assert vectors.meta["stats"]["sentences"] == expected
@@ -113,7 +115,11 @@ def test_installed_spacy_pipeline_sets_sentences(roberta_dir, corpus_file, vocab
 
 def test_bfloat16_on_cpu_stays_close_to_float32(roberta_dir, corpus_file, vocab_file):
     full = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1-2"))
-    half = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1-2", dtype="bfloat16"))
+    half = distill(
+        corpus_file,
+        vocab_file,
+        DistillConfig(model=str(roberta_dir), layers="1-2", dtype="bfloat16"),
+    )
     assert half.meta["model"]["dtype"] == "bfloat16" and half.vectors.dtype == np.float32
     cosine = (full.vectors * half.vectors).sum(1) / (
         np.linalg.norm(full.vectors, axis=1) * np.linalg.norm(half.vectors, axis=1)

@@ -69,4 +69,7 @@ def test_entries_split_by_spacy_still_match():
 
 def test_entries_tokenized_differently_alone_still_match():
     found = matches("She moved to the U.S. in May. We've seen it.", ["u.s.", "'ve"])
-    assert found == [("She moved to the U.S. in May.", [("U.S.", 0)]), ("We've seen it.", [("'ve", 1)])]
+    assert found == [
+        ("She moved to the U.S. in May.", [("U.S.", 0)]),
+        ("We've seen it.", [("'ve", 1)]),
+    ]

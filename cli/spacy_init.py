@@ -1,0 +1,39 @@
+"""`roberta-static spacy-init`: a loadable spaCy pipeline holding distilled vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._util import Arg, Opt, one_line_errors
+
+
+# fmt: off
+def spacy_init_command(
+    vectors: Path = Arg(..., help="Vectors folder from distill, or a word2vec .txt/.bin file", show_default=False),
+    out: Path = Arg(..., help="Folder for the pipeline (spacy.load(OUT) reads it)", show_default=False),
+    base: str = Opt("blank:en", "--base", help="blank:LANG, or an installed pipeline's name or path"),
+    overwrite: bool = Opt(False, "--overwrite", help="Replace a non-empty output folder"),
+    replace_trained_vectors: bool = Opt(False, "--replace-trained-vectors", help="Replace vectors that the base pipeline's components were trained on"),
+) -> None:
+    # fmt: on
+    """Write a spaCy pipeline (base pipeline + vectors + roberta_static component)."""
+    with one_line_errors():
+        import spacy
+
+        from roberta_static.atomic import atomic_directory, check_output_dir
+        from roberta_static.errors import ConfigError
+
+        check_output_dir(out, overwrite)
+        try:
+            nlp = spacy.blank(base.removeprefix("blank:")) if base.startswith("blank:") else spacy.load(base)
+        except (OSError, ImportError) as error:
+            raise ConfigError(f"--base: cannot load {base!r} ({error})") from None
+        nlp.add_pipe(
+            "roberta_static",
+            config={"vectors": str(vectors), "replace_trained_vectors": replace_trained_vectors},
+        )
+        with atomic_directory(out, overwrite) as staging:
+            nlp.to_disk(staging)
+        typer.echo(f"wrote {out}: {nlp.vocab.vectors.shape[0]:,} vectors; spacy.load({str(out)!r})")

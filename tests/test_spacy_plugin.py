@@ -1,0 +1,284 @@
+"""The registered spaCy component: loading, case policy, modes, serialisation, configs, spacy-init."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+from conftest import CORPUS_LINES, VOCAB_ENTRIES
+from roberta_static.cli import app
+from spacy.attrs import IDS
+from thinc.api import Config, ConfigValidationError
+from typer.testing import CliRunner
+
+from roberta_static import DistillConfig, RobertaStaticError, StaticVectors, distill
+
+TOK2VEC = {
+    "@architectures": "spacy.Tok2Vec.v2",
+    "embed": {
+        "@architectures": "spacy.MultiHashEmbed.v2",
+        "width": 8,
+        "attrs": ["NORM"],
+        "rows": [50],
+        "include_static_vectors": True,
+    },
+    "encode": {
+        "@architectures": "spacy.MaxoutWindowEncoder.v2",
+        "width": 8,
+        "depth": 1,
+        "window_size": 1,
+        "maxout_pieces": 2,
+    },
+}
+
+
+@pytest.fixture()
+def handmade(tmp_path) -> Path:
+    """Vectors with a known close pair (cat, kitten) and a far one (cat, car), distilled lower-cased."""
+    words = ["cat", "kitten", "car", "paris", "new york"]
+    matrix = np.array(
+        [[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1]], dtype=np.float32
+    )
+    vectors = StaticVectors(words, matrix, np.array([5, 3, 4, 2, 1]), {"config": {"case": "lower"}})
+    return vectors.save(tmp_path / "handmade")
+
+
+@pytest.fixture(scope="module")
+def distilled(roberta_dir, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("distilled")
+    (folder / "corpus.txt").write_text("\n".join(CORPUS_LINES))
+    vectors = distill(
+        folder / "corpus.txt", None, DistillConfig(model=str(roberta_dir), layers="1", min_count=2)
+    )
+    return vectors.save(folder / "vectors")
+
+
+def test_factory_found_through_entry_point_without_import(handmade):
+    code = (
+        "import spacy\n"
+        "nlp = spacy.blank('en')\n"
+        f"nlp.add_pipe('roberta_static', config={{'vectors': {str(handmade)!r}}})\n"
+        "print(nlp.pipe_names, nlp('Kitten')[0].has_vector)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['roberta_static'] True"
+
+
+def test_vectors_equal_the_distilled_ones(distilled):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("roberta_static", config={"vectors": str(distilled)})
+    vectors = StaticVectors.load(distilled)
+    assert nlp.vocab.vectors.shape == vectors.vectors.shape
+    for word in vectors.words:
+        np.testing.assert_array_equal(nlp.vocab.get_vector(word), vectors[word])
+    doc = nlp("The garden and the cat.")
+    np.testing.assert_allclose(doc.vector, np.mean([t.vector for t in doc], axis=0), atol=1e-6)
+
+
+def test_similarity_ranks_close_pair_above_far_pair(handmade):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("roberta_static", config={"vectors": str(handmade)})
+    assert nlp("cat").similarity(nlp("kitten")) > nlp("cat").similarity(nlp("car"))
+    doc = nlp("my cat and my car")
+    assert doc[1:2].similarity(nlp("kitten")) > doc[4:5].similarity(nlp("kitten"))
+    keys, _, scores = nlp.vocab.vectors.most_similar(nlp.vocab.vectors["cat"][None, :], n=2)
+    assert nlp.vocab.strings[int(keys[0][1])] == "kitten"
+
+
+def test_lower_cased_vectors_are_found_for_any_case(handmade):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("roberta_static", config={"vectors": str(handmade)})
+    assert nlp.vocab.vectors.attr == IDS["LOWER"]
+    doc = nlp("Paris PARIS paris Rome")
+    assert [t.has_vector for t in doc] == [True, True, True, False]
+    kept = spacy.blank("en")
+    kept.add_pipe("roberta_static", config={"vectors": str(handmade), "case": "keep"})
+    assert [t.has_vector for t in kept("Paris paris")] == [False, True]
+
+
+def test_word2vec_files_and_pickles(handmade, tmp_path):
+    from roberta_static.gensim_adapter import export
+
+    export(handmade, ["word2vec", "word2vec-bin", "kv"])
+    for name in ("vectors.txt", "vectors.bin"):
+        nlp = spacy.blank("en")
+        nlp.add_pipe("roberta_static", config={"vectors": str(handmade / name)})
+        assert nlp("KITTEN")[0].has_vector and nlp.vocab.vectors.shape == (5, 4)
+    with pytest.raises(RobertaStaticError, match="pickles"):
+        spacy.blank("en").add_pipe(
+            "roberta_static", config={"vectors": str(handmade / "vectors.kv")}
+        )
+    nlp = spacy.blank("en")
+    nlp.add_pipe(
+        "roberta_static", config={"vectors": str(handmade / "vectors.kv"), "allow_pickle": True}
+    )
+    assert nlp("cat")[0].has_vector
+
+
+def pipeline_with_vectors():
+    nlp = spacy.blank("en")
+    nlp.vocab.set_vector("dog", np.full(4, 2.0, dtype=np.float32))
+    nlp.vocab.set_vector("cat", np.full(4, 3.0, dtype=np.float32))
+    return nlp
+
+
+def test_add_keeps_existing_vectors_and_replace_drops_them(handmade):
+    added = pipeline_with_vectors()
+    added.add_pipe(
+        "roberta_static", config={"vectors": str(handmade), "mode": "add", "case": "keep"}
+    )
+    assert added("dog")[0].vector.tolist() == [2.0] * 4
+    assert added("cat")[0].vector.tolist() == [1.0, 0.0, 0.0, 0.0]  # ours overwrite
+    assert added.vocab.vectors.n_keys == 6
+    replaced = pipeline_with_vectors()
+    replaced.add_pipe("roberta_static", config={"vectors": str(handmade)})
+    assert not replaced("dog")[0].has_vector and replaced.vocab.vectors.n_keys == 5
+
+
+def test_round_trip_without_the_source_keeps_lower_lookup(handmade, tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("roberta_static", config={"vectors": str(handmade)})
+    expected = nlp("PARIS")[0].vector.copy()
+    nlp.to_disk(tmp_path / "pipeline")
+    shutil.rmtree(handmade)
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.pipe_names == ["roberta_static"]
+    assert loaded.vocab.vectors.attr == IDS["LOWER"]
+    np.testing.assert_array_equal(loaded("PARIS")[0].vector, expected)
+    restored = spacy.blank("en")
+    restored.add_pipe("roberta_static")
+    restored.from_bytes(nlp.to_bytes())
+    assert restored.vocab.vectors.attr == IDS["LOWER"] and restored("Paris")[0].has_vector
+
+
+def test_save_before_loading_any_vectors(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("roberta_static")
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.pipe_names == ["roberta_static"] and loaded.vocab.vectors.shape[0] == 0
+
+
+@pytest.mark.parametrize(
+    "config,error,message",
+    [
+        ({"vectors": 3}, ConfigValidationError, "vectors"),
+        ({"mode": "merge"}, ConfigValidationError, "mode"),
+        (
+            {"vectors": "/no/such/vectors"},
+            RobertaStaticError,
+            "roberta_static: vectors: no such folder or file",
+        ),
+    ],
+)
+def test_bad_configs_name_the_option(config, error, message):
+    with pytest.raises(error, match=message):
+        spacy.blank("en").add_pipe("roberta_static", config=config)
+
+
+def test_refuses_to_replace_vectors_trained_components_use(handmade):
+    nlp = pipeline_with_vectors()
+    nlp.add_pipe("tok2vec", config={"model": TOK2VEC})
+    with pytest.raises(RobertaStaticError, match=r"components \['tok2vec'\] were trained on"):
+        nlp.add_pipe("roberta_static", config={"vectors": str(handmade)})
+    assert nlp.make_doc("dog")[0].vector.tolist() == [2.0] * 4
+    nlp.add_pipe(
+        "roberta_static", config={"vectors": str(handmade), "replace_trained_vectors": True}
+    )
+    assert nlp.make_doc("kitten")[0].has_vector
+
+
+CONFIG = """
+[nlp]
+lang = "en"
+pipeline = ["roberta_static", "tok2vec"]
+
+[components]
+
+[components.roberta_static]
+factory = "roberta_static"
+
+[components.tok2vec]
+factory = "tok2vec"
+
+[initialize]
+
+[initialize.before_init]
+@callbacks = "roberta_static.load_vectors.v1"
+path = "{path}"
+"""
+
+
+def test_pipeline_from_config_feeds_tok2vec_with_static_vectors(handmade, tmp_path):
+    config = Config().from_str(CONFIG.format(path=handmade))
+    config["components"]["tok2vec"]["model"] = TOK2VEC
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp.initialize()
+    assert nlp.vocab.vectors.shape == (5, 4)
+    tensor = nlp("PARIS and a Kitten").tensor
+    assert tensor.shape == (4, 8)
+    nlp.to_disk(tmp_path / "trained")
+    shutil.rmtree(handmade)
+    loaded = spacy.load(tmp_path / "trained")
+    np.testing.assert_allclose(loaded("PARIS and a Kitten").tensor, tensor, atol=1e-6)
+
+
+def test_initialize_components_section_loads_vectors(handmade):
+    config = Config().from_str(CONFIG.format(path=handmade))
+    del config["initialize"]["before_init"]
+    config["components"].pop("tok2vec")
+    config["nlp"]["pipeline"] = ["roberta_static"]
+    config["initialize"]["components"] = {"roberta_static": {"vectors": str(handmade)}}
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp.initialize()
+    assert nlp("Kitten")[0].has_vector
+
+
+def test_spacy_init_command(handmade, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "pipeline"
+    result = runner.invoke(app, ["spacy-init", str(handmade), str(out)])
+    assert result.exit_code == 0, result.output
+    assert spacy.load(out)("Kitten")[0].has_vector
+    again = runner.invoke(app, ["spacy-init", str(handmade), str(out)])
+    assert again.exit_code == 1 and "pass --overwrite" in again.output
+    base = pipeline_with_vectors()
+    base.add_pipe("tok2vec", config={"model": TOK2VEC})
+    base.initialize()
+    base.to_disk(tmp_path / "base")
+    refused = runner.invoke(
+        app, ["spacy-init", str(handmade), str(tmp_path / "p2"), "--base", str(tmp_path / "base")]
+    )
+    assert refused.exit_code == 1 and "were trained on" in refused.output
+    assert not (tmp_path / "p2").exists()
+
+
+def test_model_from_spacy_transformers_pipeline(roberta_dir, tmp_path, corpus_file, vocab_file):
+    pytest.importorskip("spacy_transformers")
+    nlp = spacy.blank("en")
+    nlp.add_pipe(
+        "transformer",
+        config={
+            "model": {
+                "@architectures": "spacy-transformers.TransformerModel.v3",
+                "name": str(roberta_dir),
+                "tokenizer_config": {"use_fast": True},
+            }
+        },
+    )
+    nlp.initialize()
+    nlp.to_disk(tmp_path / "trf")
+    via_spacy = distill(
+        corpus_file, vocab_file, DistillConfig(model=f"spacy:{tmp_path / 'trf'}", layers="1-2")
+    )
+    direct = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1-2"))
+    assert via_spacy.words == direct.words == [w.lower() for w in VOCAB_ENTRIES if w != "zebra"]
+    np.testing.assert_allclose(via_spacy.vectors, direct.vectors, atol=1e-5)
