@@ -282,3 +282,13 @@ def test_model_from_spacy_transformers_pipeline(roberta_dir, tmp_path, corpus_fi
     direct = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1-2"))
     assert via_spacy.words == direct.words == [w.lower() for w in VOCAB_ENTRIES if w != "zebra"]
     np.testing.assert_allclose(via_spacy.vectors, direct.vectors, atol=1e-5)
+
+
+def test_add_mode_needs_same_width_and_lookup(handmade):
+    narrow = spacy.blank("en")
+    narrow.vocab.set_vector("dog", np.ones(3, dtype=np.float32))
+    with pytest.raises(RobertaStaticError, match="width 3, these 4"):
+        narrow.add_pipe("roberta_static", config={"vectors": str(handmade), "mode": "add"})
+    by_orth = pipeline_with_vectors()
+    with pytest.raises(RobertaStaticError, match="not looked up by LOWER"):
+        by_orth.add_pipe("roberta_static", config={"vectors": str(handmade), "mode": "add"})
