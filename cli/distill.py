@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import typer
@@ -63,7 +62,7 @@ def distill_command(
         )
         export_formats = parse_formats(formats)
         check_output_dir(out, overwrite)
-        logging.getLogger("transformers").setLevel(logging.ERROR)
+        _quiet_transformers()
         from .progress import DistillProgress
 
         with DistillProgress(disable=quiet) as bar:
@@ -73,6 +72,14 @@ def distill_command(
             write_exports(vectors, staging, export_formats)
         if not quiet:
             _summarise(vectors.meta["stats"], out)
+
+
+def _quiet_transformers() -> None:
+    """Our progress bar and one-line errors replace transformers' warnings and loading bars."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
 
 
 def _summarise(stats: dict, out: Path) -> None:

@@ -39,16 +39,10 @@ def test_not_a_model(tmp_path):
 
 
 def test_pickled_weights_need_opt_in(roberta_dir, tmp_path):
-    model = AutoModel.from_pretrained(roberta_dir)
-    model.save_pretrained(tmp_path, safe_serialization=False)
-    for name in (
-        "vocab.json",
-        "merges.txt",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "tokenizer.json",
-    ):
-        (tmp_path / name).write_bytes((roberta_dir / name).read_bytes())
+    for source in roberta_dir.iterdir():
+        if source.name != "model.safetensors":
+            (tmp_path / source.name).write_bytes(source.read_bytes())
+    torch.save(AutoModel.from_pretrained(roberta_dir).state_dict(), tmp_path / "pytorch_model.bin")
     assert not (tmp_path / "model.safetensors").exists()
     with pytest.raises(ModelLoadError):
         load_pretrained(DistillConfig(model=str(tmp_path)))
