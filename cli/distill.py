@@ -92,6 +92,12 @@ def _summarise(stats: dict, out: Path) -> None:
         f"{stats['split_sentences']:,} sentences split); {stats['tokens']:,} tokens in "
         f"{seconds:.1f} s ({stats['tokens'] / seconds:,.0f} tokens/s)"
     )
+    skipped = stats["vocabulary"]
+    if skipped.get("duplicates") or skipped.get("blank_lines"):
+        typer.echo(
+            f"vocabulary: {skipped['duplicates']:,} duplicate entries and "
+            f"{skipped['blank_lines']:,} blank lines skipped"
+        )
     if stats["bad_bytes"]:
         typer.echo(f"warning: {stats['bad_bytes']:,} invalid UTF-8 bytes replaced", err=True)
     typer.echo(f"wrote {out}")

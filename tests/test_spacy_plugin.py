@@ -292,3 +292,27 @@ def test_add_mode_needs_same_width_and_lookup(handmade):
     by_orth = pipeline_with_vectors()
     with pytest.raises(RobertaStaticError, match="not looked up by LOWER"):
         by_orth.add_pipe("roberta_static", config={"vectors": str(handmade), "mode": "add"})
+
+
+def test_spacy_assemble_builds_the_pipeline_from_config(handmade, tmp_path):
+    config = Config().from_str(CONFIG.format(path=handmade))
+    config["components"]["tok2vec"]["model"] = TOK2VEC
+    config.to_disk(tmp_path / "config.cfg")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spacy",
+            "assemble",
+            str(tmp_path / "config.cfg"),
+            str(tmp_path / "assembled"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    shutil.rmtree(handmade)
+    nlp = spacy.load(tmp_path / "assembled")
+    assert nlp.pipe_names == ["roberta_static", "tok2vec"]
+    assert nlp("Kitten")[0].has_vector and nlp("Kitten").tensor.shape == (1, 8)

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import pytest
+
+from roberta_static.errors import ConfigError
+from roberta_static.segment import load_segmenter, segment, split_long
+
+
+def test_long_units_are_cut_at_spaces_and_keep_every_character():
+    text = " ".join(f"word{i}" for i in range(40_000))
+    pieces = list(split_long(text, limit=10_000))
+    assert "".join(pieces) == text
+    assert all(len(p) <= 10_000 for p in pieces)
+    assert all(p.endswith(" ") for p in pieces[:-1])
+    assert list(split_long("x" * 25, limit=10)) == ["x" * 10, "x" * 10, "x" * 5]
+
+
+def test_sentences_and_word_offsets():
+    nlp = load_segmenter("en")
+    (doc,) = segment(nlp, ["Hello there. It works!"])
+    assert [s.text for s in doc.sents] == ["Hello there.", "It works!"]
+    assert [(t.text, t.idx) for t in doc][:3] == [("Hello", 0), ("there", 6), (".", 11)]
+
+
+def test_unknown_language_and_pipeline():
+    with pytest.raises(ConfigError, match="lang: spaCy has no language 'xx-nope'"):
+        load_segmenter("xx-nope")
+    with pytest.raises(ConfigError, match="spacy_model: cannot load 'no_such_pipeline'"):
+        load_segmenter("en", "no_such_pipeline")
