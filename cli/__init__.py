@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .distill import distill_command
+from .quality import evaluate_command, postprocess_command, sweep_command
 from .spacy_init import spacy_init_command
 from .vectors import export_command, info_command, similar_command
 
@@ -20,6 +21,9 @@ app.command("export")(export_command)
 app.command("info")(info_command)
 app.command("similar")(similar_command)
 app.command("spacy-init")(spacy_init_command)
+app.command("evaluate")(evaluate_command)
+app.command("sweep")(sweep_command)
+app.command("postprocess")(postprocess_command)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import ConfigError
+from .postprocess import PostProcessing
 
 Pooling = Literal["mean", "first", "last", "max"]
 Combine = Literal["mean", "sum", "concat"]
@@ -81,6 +82,10 @@ class DistillConfig:
         fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own.
         trust_remote_code: Allow model code from the hub (runs foreign code: off by default).
         allow_pickle: Allow pickled ``.bin`` weights when no safetensors file exists.
+        center: Subtract the mean vector from the result.
+        remove_top_pcs: Remove this many top principal components (all-but-the-top).
+        pca: Reduce the result to this many dimensions.
+        normalize: Scale every vector to unit length.
 
     Example:
         >>> DistillConfig(model="roberta-base", layers="1-4").layers
@@ -106,6 +111,10 @@ class DistillConfig:
     fill_unseen: FillUnseen = "none"
     trust_remote_code: bool = False
     allow_pickle: bool = False
+    center: bool = False
+    remove_top_pcs: int = 0
+    pca: int | None = None
+    normalize: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", parse_layers(self.layers))
@@ -124,11 +133,17 @@ class DistillConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name}: must be >= 1 or unset, got {value}")
+        PostProcessing(self.center, self.remove_top_pcs, self.pca, self.normalize)  # validates
         if self.max_length is not None and self.max_length > self.batch_tokens:
             raise ConfigError(
                 f"batch_tokens ({self.batch_tokens}) must hold one sequence of max_length "
                 f"({self.max_length})"
             )
+
+    @property
+    def postprocessing(self) -> PostProcessing:
+        """The post-processing steps these options ask for."""
+        return PostProcessing(self.center, self.remove_top_pcs, self.pca, self.normalize)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict; ``DistillConfig(**d)`` reads it back."""

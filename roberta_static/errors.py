@@ -33,3 +33,7 @@ class OutputError(RobertaStaticError, OSError):
 
 class VectorsError(RobertaStaticError, ValueError):
     """A vectors directory or file is missing or malformed."""
+
+
+class DatasetError(RobertaStaticError, ValueError):
+    """An evaluation dataset is missing or malformed."""

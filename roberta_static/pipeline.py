@@ -19,7 +19,8 @@ from .accumulate import Accumulator, output_dim
 from .config import DistillConfig
 from .corpus import Corpus
 from .encoder import Encoder, load_pretrained, model_fingerprint
-from .errors import CorpusError, VocabError
+from .errors import ConfigError, CorpusError, VocabError
+from .postprocess import postprocess
 from .segment import load_segmenter, segment
 from .vectors import StaticVectors
 from .vocab import MatchedSentence, VocabMatcher, Vocabulary
@@ -87,12 +88,22 @@ def distill(
         >>> vecs = distill("examples/wiki.txt", "examples/vocab.txt", config)  # doctest: +SKIP
 
     """
+    texts, vocabulary = resolve_inputs(corpus, vocab, config)
+    model, tokenizer = load_pretrained(config)
+    return distill_from_model(model, tokenizer, texts, vocabulary, config, progress)
+
+
+def resolve_inputs(
+    corpus: str | os.PathLike | Iterable[str | os.PathLike],
+    vocab: str | os.PathLike | Vocabulary | None,
+    config: DistillConfig,
+) -> tuple[Corpus, Vocabulary | None]:
+    """Open the corpus and read the vocabulary file: bad input fails before the model loads."""
     paths = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
     texts = Corpus(paths, config.text_field)
     if vocab is not None and not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.from_file(vocab, config.case)
-    model, tokenizer = load_pretrained(config)
-    return distill_from_model(model, tokenizer, texts, vocab, config, progress)
+    return texts, vocab
 
 
 def distill_from_model(
@@ -106,6 +117,8 @@ def distill_from_model(
     """Like :func:`distill`, on a loaded model, fast tokenizer and :class:`Corpus`."""
     started = time.perf_counter()
     encoder = Encoder(model, tokenizer, config)
+    if config.pca is not None and config.pca > _dim(encoder, config):
+        raise ConfigError(f"pca: {config.pca} exceeds the vectors' width {_dim(encoder, config)}")
     nlp = load_segmenter(config.lang, config.spacy_model)
     report = progress or (lambda _: None)
     if vocab is None:
@@ -143,7 +156,10 @@ def distill_from_model(
     stats.seconds = round(time.perf_counter() - started, 3)
     meta = _metadata(config, encoder, model, corpus, stats)
     rows = np.flatnonzero(keep)
-    return StaticVectors([vocab.entries[i] for i in rows], means[rows], counts[rows], meta)
+    vectors = StaticVectors([vocab.entries[i] for i in rows], means[rows], counts[rows], meta)
+    if config.postprocessing.is_identity:
+        return vectors
+    return postprocess(vectors, config.postprocessing)
 
 
 def _run_pass(

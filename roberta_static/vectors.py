@@ -75,6 +75,11 @@ class StaticVectors:
         return f"StaticVectors<{len(self)} words, dim {self.dim}>"
 
     @property
+    def case(self) -> str:
+        """Case policy the vectors were distilled with: ``lower`` or ``keep``."""
+        return self.meta.get("config", {}).get("case") or guess_case(self.words)
+
+    @property
     def dim(self) -> int:
         """Width of each vector."""
         return int(self.vectors.shape[1])
@@ -119,3 +124,8 @@ class StaticVectors:
         from .gensim_adapter import to_keyed_vectors
 
         return to_keyed_vectors(self)
+
+
+def guess_case(words: list[str]) -> str:
+    """``lower`` when no word has an upper-case letter (lookups may lower-case), else ``keep``."""
+    return "lower" if all(word == word.lower() for word in words) else "keep"

@@ -13,7 +13,7 @@ from spacy.strings import StringStore
 from spacy.vectors import Vectors
 
 from roberta_static.errors import ConfigError, VectorsError
-from roberta_static.vectors import StaticVectors
+from roberta_static.vectors import StaticVectors, guess_case
 
 CasePolicy = Literal["auto", "lower", "keep"]
 
@@ -38,15 +38,15 @@ def read_vectors(
     path = Path(path)
     if path.is_dir():
         vectors = StaticVectors.load(path)
-        words, matrix = vectors.words, vectors.vectors
-        folder_case = vectors.meta.get("config", {}).get("case")
+        words, matrix, found_case = vectors.words, vectors.vectors, vectors.case
     else:
         from roberta_static.gensim_adapter import load_keyed_vectors
 
         kv = load_keyed_vectors(path, allow_pickle=allow_pickle)
-        words, matrix, folder_case = list(kv.index_to_key), kv.vectors, None
+        words, matrix = list(kv.index_to_key), kv.vectors
+        found_case = guess_case(words)
     if case == "auto":
-        case = folder_case or ("lower" if all(w == w.lower() for w in words) else "keep")
+        case = found_case
     return VectorSource(
         list(words),
         np.ascontiguousarray(matrix, dtype=np.float32),

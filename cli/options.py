@@ -1,0 +1,53 @@
+"""Options shared by the commands that run the encoder (`distill`, `sweep`), declared once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roberta_static.config import _CHOICES, DistillConfig
+
+from ._util import Arg, Opt, choices
+
+Pool = choices("Pool", _CHOICES["pool"])
+Combine = choices("Combine", _CHOICES["combine"])
+Case = choices("Case", _CHOICES["case"])
+Device = choices("Device", _CHOICES["device"])
+DType = choices("DType", _CHOICES["dtype"])
+FillUnseen = choices("FillUnseen", _CHOICES["fill_unseen"])
+
+# fmt: off
+CORPUS = Arg(..., help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False)
+VOCAB = Opt(None, "--vocab", "-v", help="Vocabulary file, one word or phrase per line; omit to build one from the corpus")
+MODEL = Opt(..., "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, or spacy:PIPELINE")
+POOL = Opt("mean", help="Pool a word's subword vectors")
+MAX_CONTEXTS = Opt(2000, help="Occurrences used per entry, in corpus order; 0 = all")
+BATCH_TOKENS = Opt(8192, help="Token budget of one encoder batch, padding included")
+MAX_LENGTH = Opt(None, help="Longest encoder input in tokens [default: the model's limit]")
+DEVICE = Opt("auto", help="auto = CUDA, then MPS, then CPU")
+DTYPE = Opt("auto", help="Model dtype; auto = bfloat16 on CUDA, float32 elsewhere")
+CASE = Opt("lower", help="lower: match and store entries lower-cased; keep: exact case")
+LANG = Opt("en", help="Language of the blank spaCy pipeline used to split sentences and words")
+SPACY_MODEL = Opt(None, help="Installed spaCy pipeline (name or path) to segment with instead")
+TEXT_FIELD = Opt("text", help="Field holding the text in .jsonl files")
+MIN_COUNT = Opt(5, help="Without --vocab: keep words seen at least this often")
+MAX_VOCAB = Opt(100_000, help="Without --vocab: keep at most this many words")
+FILL_UNSEEN = Opt("none", help="decontextualized: embed entries never seen, alone (count 0)")
+TRUST_REMOTE_CODE = Opt(False, "--trust-remote-code", help="Run model code from the hub (only for models you trust)")
+ALLOW_PICKLE = Opt(False, "--allow-pickle", help="Load pickled .bin weights when there is no safetensors file")
+QUIET = Opt(False, "--quiet", "-q", help="No progress bar or summary")
+OVERWRITE = Opt(False, "--overwrite", help="Replace a non-empty output folder")
+DATASETS = Opt(["simlex999", "wordsim353"], "--dataset", "-d", help="Word-pair dataset: simlex999, wordsim353 (bundled with gensim) or a word1<TAB>word2<TAB>score file; repeat for several")
+# fmt: on
+
+
+def make_config(**options: Any) -> DistillConfig:
+    """Build the config from command options, reading enum choices as their values."""
+    return DistillConfig(**{k: getattr(v, "value", v) for k, v in options.items()})
+
+
+def quiet_transformers() -> None:
+    """Our progress bar and one-line errors replace transformers' warnings and loading bars."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

@@ -1,0 +1,182 @@
+"""Commands about vector quality: `evaluate`, `sweep`, `postprocess`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ._util import Arg, Opt, one_line_errors
+from .options import (
+    ALLOW_PICKLE,
+    BATCH_TOKENS,
+    CASE,
+    CORPUS,
+    DATASETS,
+    DEVICE,
+    DTYPE,
+    FILL_UNSEEN,
+    LANG,
+    MAX_CONTEXTS,
+    MAX_LENGTH,
+    MAX_VOCAB,
+    MIN_COUNT,
+    MODEL,
+    OVERWRITE,
+    POOL,
+    QUIET,
+    SPACY_MODEL,
+    TEXT_FIELD,
+    TRUST_REMOTE_CODE,
+    VOCAB,
+    Case,
+    Device,
+    DType,
+    FillUnseen,
+    Pool,
+    make_config,
+    quiet_transformers,
+)
+
+
+# fmt: off
+def evaluate_command(
+    vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
+    dataset: list[str] = DATASETS,
+    analogies: bool = Opt(False, "--analogies", help="Also score gensim's questions-words.txt analogies"),
+    as_json: bool = Opt(False, "--json", help="Print the results as JSON"),
+    allow_pickle: bool = Opt(False, "--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)"),
+) -> None:
+    # fmt: on
+    """Score vectors on word-similarity datasets (Spearman and Pearson x 100, coverage)."""
+    with one_line_errors():
+        from roberta_static.evaluate import (
+            dataset_path,
+            evaluate_analogies,
+            evaluate_pairs,
+            load_for_evaluation,
+        )
+        from roberta_static.postprocess import anisotropy
+
+        kv, lower = load_for_evaluation(vectors, allow_pickle)
+        scores = [evaluate_pairs(kv, path, lower, name) for name, path in map(dataset_path, dataset)]
+        analogy = evaluate_analogies(kv, lower=lower) if analogies else None
+        spread = anisotropy(kv.vectors)
+        if as_json:
+            report = {
+                "vectors": str(vectors),
+                "anisotropy": spread,
+                "datasets": [{**asdict(s), "coverage": s.coverage} for s in scores],
+                "analogies": {**asdict(analogy), "accuracy": analogy.accuracy, "coverage": analogy.coverage} if analogy else None,
+            }
+            typer.echo(json.dumps(report, indent=2))
+            return
+        table = Table("dataset", "pairs", "covered", "coverage %", "Spearman", "Pearson")
+        for s in scores:
+            table.add_row(s.dataset, str(s.pairs), str(s.covered), f"{s.coverage:.1f}", f"{s.spearman:.2f}", f"{s.pearson:.2f}")
+        console = Console()
+        console.print(table)
+        for s in scores:
+            if s.oov_pairs:
+                shown = ", ".join(f"{a}/{b}" for a, b in s.oov_pairs[:8])
+                more = f" and {len(s.oov_pairs) - 8} more" if len(s.oov_pairs) > 8 else ""
+                console.print(f"{s.dataset}: {len(s.oov_pairs)} pairs without vectors: {shown}{more}")
+        if analogy:
+            console.print(
+                f"analogies ({analogy.dataset}): {analogy.accuracy:.2f}% of {analogy.covered:,} covered "
+                f"questions ({analogy.coverage:.1f}% of {analogy.questions:,})"
+            )
+        console.print(f"anisotropy (mean cosine of random pairs): {spread:.3f}")
+
+
+# fmt: off
+def sweep_command(
+    corpus: list[Path] = CORPUS,
+    vocab: Path | None = VOCAB,
+    model: str = MODEL,
+    out: Path = Opt(..., "--out", "-o", help="Folder for sweep.csv and sweep.png"),
+    dataset: list[str] = DATASETS,
+    pool: Pool = POOL,
+    max_contexts: int = MAX_CONTEXTS,
+    batch_tokens: int = BATCH_TOKENS,
+    max_length: int | None = MAX_LENGTH,
+    device: Device = DEVICE,
+    dtype: DType = DTYPE,
+    case: Case = CASE,
+    lang: str = LANG,
+    spacy_model: str | None = SPACY_MODEL,
+    text_field: str = TEXT_FIELD,
+    min_count: int = MIN_COUNT,
+    max_vocab: int | None = MAX_VOCAB,
+    fill_unseen: FillUnseen = FILL_UNSEEN,
+    overwrite: bool = OVERWRITE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    allow_pickle: bool = ALLOW_PICKLE,
+    quiet: bool = QUIET,
+) -> None:
+    # fmt: on
+    """Score every layer and range of layers in one pass; write a table, sweep.csv and sweep.png."""
+    with one_line_errors():
+        from roberta_static.atomic import atomic_directory, check_output_dir
+        from roberta_static.sweep import plot, run_sweep, write_csv
+
+        from .progress import DistillProgress
+
+        config = make_config(
+            model=model, pool=pool, max_contexts=max_contexts, batch_tokens=batch_tokens,
+            max_length=max_length, device=device, dtype=dtype, case=case, lang=lang,
+            spacy_model=spacy_model, text_field=text_field, min_count=min_count,
+            max_vocab=max_vocab, fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
+            allow_pickle=allow_pickle,
+        )
+        check_output_dir(out, overwrite)
+        quiet_transformers()
+        with DistillProgress(disable=quiet) as bar:
+            results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)
+        with atomic_directory(out, overwrite) as staging:
+            write_csv(results, staging / "sweep.csv")
+            plot(results, staging / "sweep.png")
+        _print_sweep(results)
+        typer.echo(f"wrote {out / 'sweep.csv'} and {out / 'sweep.png'}")
+
+
+def _print_sweep(results: list) -> None:
+    datasets = list(results[0].scores)
+    processings = list(dict.fromkeys(r.postprocessing for r in results))
+    table = Table("candidate", *[f"{d}\n{p}" for p in processings for d in datasets])
+    for label in dict.fromkeys(r.candidate.label for r in results):
+        rows = {r.postprocessing: r for r in results if r.candidate.label == label}
+        table.add_row(label, *[f"{rows[p].scores[d].spearman:.1f}" for p in processings for d in datasets])
+    console = Console()
+    console.print(table)
+    for d in datasets:
+        best = max(results, key=lambda r: r.scores[d].spearman)
+        console.print(f"best on {d}: {best.candidate.label}, {best.postprocessing} ({best.scores[d].spearman:.2f})")
+
+
+# fmt: off
+def postprocess_command(
+    source: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
+    out: Path = Arg(..., help="Folder for the processed vectors", show_default=False),
+    center: bool = Opt(False, "--center", help="Subtract the mean vector"),
+    remove_top_pcs: int = Opt(0, "--remove-top-pcs", help="Remove this many top principal components (all-but-the-top)"),
+    pca: int | None = Opt(None, "--pca", help="Reduce to this many dimensions"),
+    normalize: bool = Opt(False, "--normalize", help="Scale vectors to unit length"),
+    overwrite: bool = OVERWRITE,
+) -> None:
+    # fmt: on
+    """Post-process a vectors folder into a new one (steps run in the order listed)."""
+    with one_line_errors():
+        from roberta_static.errors import ConfigError
+        from roberta_static.postprocess import PostProcessing, postprocess
+        from roberta_static.vectors import StaticVectors
+
+        steps = PostProcessing(center, remove_top_pcs, pca, normalize)
+        if steps.is_identity:
+            raise ConfigError("postprocess: choose at least one of --center, --remove-top-pcs, --pca, --normalize")
+        postprocess(StaticVectors.load(source), steps).save(out, overwrite=overwrite)
+        typer.echo(f"wrote {out}")

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from roberta_static.errors import DatasetError
+from roberta_static.evaluate import dataset_path, evaluate_analogies, evaluate_pairs, read_pairs
+
+
+def ranks(values):
+    """Average ranks (ties share the mean of their positions), written out by hand."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    result = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            result[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return result
+
+
+def correlation(a, b):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    a, b = a - a.mean(), b - b.mean()
+    return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+
+
+@pytest.fixture()
+def kv():
+    rng = np.random.default_rng(3)
+    words = ["cat", "dog", "car", "truck", "apple", "pear"]
+    vectors = KeyedVectors(5)
+    vectors.add_vectors(words, rng.normal(size=(6, 5)).astype(np.float32))
+    return vectors
+
+
+def test_spearman_and_pearson_match_an_independent_computation(kv, tmp_path):
+    pairs = [
+        ("cat", "dog", 8.0),
+        ("Car", "truck", 7.5),
+        ("apple", "pear", 7.5),
+        ("cat", "apple", 1.0),
+        ("dog", "truck", 2.0),
+        ("pear", "unicorn", 3.0),
+        ("cat", "car", 0.5),
+    ]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("# comment\n" + "\n".join(f"{a}\t{b}\t{s}" for a, b, s in pairs) + "\n")
+    result = evaluate_pairs(kv, path, lower=True)
+    covered = [(a, b, s) for a, b, s in pairs if b != "unicorn"]
+    cosines = []
+    for a, b, _ in covered:
+        va, vb = kv[a.lower()], kv[b.lower()]
+        cosines.append(float(va @ vb / np.linalg.norm(va) / np.linalg.norm(vb)))
+    humans = [s for _, _, s in covered]
+    assert result.pairs == 7 and result.covered == 6
+    assert result.oov_pairs == [("pear", "unicorn")]
+    assert result.coverage == pytest.approx(600 / 7)
+    assert result.spearman == pytest.approx(
+        100 * correlation(ranks(cosines), ranks(humans)), abs=1e-6
+    )
+    assert result.pearson == pytest.approx(100 * correlation(cosines, humans), abs=1e-4)
+    assert evaluate_pairs(kv, path, lower=False).covered == 5  # "Car" needs lower-casing
+
+
+def test_bundled_datasets_and_bad_files(tmp_path):
+    assert len(read_pairs(dataset_path("simlex999")[1])) == 999
+    assert len(read_pairs(dataset_path("ws353")[1])) == 353
+    with pytest.raises(DatasetError, match="no such file, nor a bundled dataset"):
+        dataset_path("nothing-here")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\t1\nc\td\n")
+    with pytest.raises(DatasetError, match=r"bad.tsv:2: expected word1<TAB>word2<TAB>score"):
+        read_pairs(bad)
+
+
+def test_analogies(tmp_path):
+    kv = KeyedVectors(3)
+    kv.add_vectors(
+        ["king", "queen", "man", "woman", "paris", "france"],
+        np.array(
+            [[1, 1, 0], [1, 0, 1], [0, 1, 0], [0, 0, 1], [5, 5, 5], [-5, 2, 9]], dtype=np.float32
+        ),
+    )
+    path = tmp_path / "analogies.txt"
+    path.write_text(
+        ": family\nman woman king queen\nman king woman queen\n: other\nman woman rome italy\n"
+    )
+    result = evaluate_analogies(kv, path)
+    assert (result.questions, result.covered, result.correct) == (3, 2, 2)
+    assert result.accuracy == 100.0

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+from typer.testing import CliRunner
+
+from roberta_static import DistillConfig, distill
+from roberta_static.cli import app
+from roberta_static.postprocess import PostProcessing
+from roberta_static.sweep import Candidate, candidates, layer_matrix, run_sweep
+
+
+def test_sweep_layers_equal_separate_runs(roberta_dir, corpus_file, vocab_file):
+    all_layers = distill(
+        corpus_file,
+        vocab_file,
+        DistillConfig(model=str(roberta_dir), layers="0-2", combine="concat"),
+    )
+    for layers, combine in [((0,), "mean"), ((2,), "mean"), ((1, 2), "mean"), ((0, 1), "concat")]:
+        spec = ",".join(map(str, layers))
+        alone = distill(
+            corpus_file,
+            vocab_file,
+            DistillConfig(model=str(roberta_dir), layers=spec, combine=combine),
+        )
+        np.testing.assert_allclose(
+            layer_matrix(all_layers, 32, Candidate(layers, combine)), alone.vectors, atol=1e-5
+        )
+
+
+def test_run_sweep_scores_every_candidate(roberta_dir, corpus_file, vocab_file, tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        "cat\tdog\t8\ncat\tgarden\t2\nparis\tnew york\t6\ndog\tgarden\t3\ncat\tzebra\t5\n"
+    )
+    results = run_sweep(
+        corpus_file, vocab_file, DistillConfig(model=str(roberta_dir)), [str(pairs)]
+    )
+    assert len(results) == len(candidates(2)) * 3
+    first = results[0]
+    assert first.candidate.label == "layer 0" and first.postprocessing == "none"
+    assert first.scores["pairs.tsv"].covered == 4 and first.scores["pairs.tsv"].oov_pairs == [
+        ("cat", "zebra")
+    ]
+
+
+def test_sweep_and_evaluate_commands(roberta_dir, corpus_file, vocab_file, tmp_path):
+    runner = CliRunner()
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("cat\tdog\t8\ncat\tgarden\t2\nparis\tgarden\t6\ndog\tgarden\t3\n")
+    out = tmp_path / "sweep"
+    result = runner.invoke(
+        app,
+        [
+            "sweep",
+            str(corpus_file),
+            "--vocab",
+            str(vocab_file),
+            "--model",
+            str(roberta_dir),
+            "--out",
+            str(out),
+            "--dataset",
+            str(pairs),
+            "-q",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(open(out / "sweep.csv")))
+    assert len(rows) == len(candidates(2)) * 3 and {r["candidate"] for r in rows} >= {
+        "layer 0",
+        "mean 0-2",
+    }
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert "best on pairs.tsv" in result.output
+
+    vectors = tmp_path / "vectors"
+    assert (
+        runner.invoke(
+            app,
+            [
+                "distill",
+                str(corpus_file),
+                "--vocab",
+                str(vocab_file),
+                "--model",
+                str(roberta_dir),
+                "--out",
+                str(vectors),
+                "-l",
+                "1",
+                "-q",
+            ],
+        ).exit_code
+        == 0
+    )
+    evaluated = runner.invoke(app, ["evaluate", str(vectors), "--dataset", str(pairs), "--json"])
+    assert evaluated.exit_code == 0, evaluated.output
+    bad = runner.invoke(app, ["evaluate", str(vectors), "--dataset", "missing.tsv"])
+    assert bad.exit_code == 1 and bad.output.startswith("error: missing.tsv: no such file")
+
+    processed = tmp_path / "processed"
+    assert (
+        runner.invoke(
+            app, ["postprocess", str(vectors), str(processed), "--center", "--normalize"]
+        ).exit_code
+        == 0
+    )
+    from roberta_static.vectors import StaticVectors
+
+    back = StaticVectors.load(processed)
+    np.testing.assert_allclose(np.linalg.norm(back.vectors, axis=1), 1, atol=1e-5)
+    nothing = runner.invoke(app, ["postprocess", str(vectors), str(tmp_path / "p2")])
+    assert nothing.exit_code == 1 and "choose at least one" in nothing.output
+
+
+def test_distill_applies_postprocessing(roberta_dir, corpus_file, vocab_file):
+    raw = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1"))
+    centered = distill(
+        corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1", remove_top_pcs=1)
+    )
+    np.testing.assert_allclose(
+        centered.vectors, PostProcessing(remove_top_pcs=1).apply(raw.vectors), atol=1e-5
+    )
+    assert centered.meta["postprocessing"][0]["remove_top_pcs"] == 1
