@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
-from roberta_static.cli import app
 from typer.testing import CliRunner
 
+from roberta_static.cli import app
 from roberta_static.vectors import StaticVectors
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

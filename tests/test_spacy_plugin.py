@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import spacy
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
-from roberta_static.cli import app
 from spacy.attrs import IDS
 from thinc.api import Config, ConfigValidationError
 from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, RobertaStaticError, StaticVectors, distill
+from roberta_static.cli import app
 
 TOK2VEC = {
     "@architectures": "spacy.Tok2Vec.v2",
