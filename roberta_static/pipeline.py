@@ -253,6 +253,22 @@ def _decontextualized(
     return accumulator.means()[0][entry_ids]
 
 
+def decontextualized(
+    model: Any, tokenizer: Any, vocab: Vocabulary, config: DistillConfig
+) -> StaticVectors:
+    """Every entry embedded alone, without a corpus (the baseline model2vec-style tools use).
+
+    Counts are 0; the layers, pooling and post-processing of ``config`` apply.
+    """
+    encoder = Encoder(model, tokenizer, config)
+    vectors = _decontextualized(encoder, vocab, np.arange(len(vocab)), config)
+    meta = {"config": config.to_dict(), "method": "decontextualized"}
+    result = StaticVectors(list(vocab.entries), vectors, np.zeros(len(vocab), dtype=np.int64), meta)
+    if config.postprocessing.is_identity:
+        return result
+    return postprocess(result, config.postprocessing)
+
+
 def _dim(encoder: Encoder, config: DistillConfig) -> int:
     return output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
 
