@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from roberta_static.config import _CHOICES, DistillConfig
@@ -15,23 +16,32 @@ Device = choices("Device", _CHOICES["device"])
 DType = choices("DType", _CHOICES["dtype"])
 FillUnseen = choices("FillUnseen", _CHOICES["fill_unseen"])
 
+
+def default(option: str) -> Any:
+    """The ``DistillConfig`` default of an option, as the command line writes it."""
+    value = next(f.default for f in dataclasses.fields(DistillConfig) if f.name == option)
+    return value
+
+
 # fmt: off
 CORPUS = Arg(..., help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False)
 VOCAB = Opt(None, "--vocab", "-v", help="Vocabulary file, one word or phrase per line; omit to build one from the corpus")
 MODEL = Opt(..., "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, or spacy:PIPELINE")
-POOL = Opt("mean", help="Pool a word's subword vectors")
-MAX_CONTEXTS = Opt(2000, help="Occurrences used per entry, in corpus order; 0 = all")
-BATCH_TOKENS = Opt(8192, help="Token budget of one encoder batch, padding included")
+LAYERS = Opt(default("layers"), "--layers", "-l", help="Hidden layers: all, or indices, ranges (1-4), negatives (-1 = top); 0 = embeddings")
+COMBINE = Opt(default("combine"), help="Combine the chosen layers")
+POOL = Opt(default("pool"), help="Pool a word's subword vectors")
+MAX_CONTEXTS = Opt(default("max_contexts"), help="Occurrences used per entry, in corpus order; 0 = all")
+BATCH_TOKENS = Opt(default("batch_tokens"), help="Token budget of one encoder batch, padding included")
 MAX_LENGTH = Opt(None, help="Longest encoder input in tokens [default: the model's limit]")
-DEVICE = Opt("auto", help="auto = CUDA, then MPS, then CPU")
-DTYPE = Opt("auto", help="Model dtype; auto = bfloat16 on CUDA, float32 elsewhere")
-CASE = Opt("lower", help="lower: match and store entries lower-cased; keep: exact case")
-LANG = Opt("en", help="Language of the blank spaCy pipeline used to split sentences and words")
+DEVICE = Opt(default("device"), help="auto = CUDA, then MPS, then CPU")
+DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA, float32 elsewhere")
+CASE = Opt(default("case"), help="lower: match and store entries lower-cased; keep: exact case")
+LANG = Opt(default("lang"), help="Language of the blank spaCy pipeline used to split sentences and words")
 SPACY_MODEL = Opt(None, help="Installed spaCy pipeline (name or path) to segment with instead")
-TEXT_FIELD = Opt("text", help="Field holding the text in .jsonl files")
-MIN_COUNT = Opt(5, help="Without --vocab: keep words seen at least this often")
-MAX_VOCAB = Opt(100_000, help="Without --vocab: keep at most this many words")
-FILL_UNSEEN = Opt("none", help="decontextualized: embed entries never seen, alone (count 0)")
+TEXT_FIELD = Opt(default("text_field"), help="Field holding the text in .jsonl files")
+MIN_COUNT = Opt(default("min_count"), help="Without --vocab: keep words seen at least this often")
+MAX_VOCAB = Opt(default("max_vocab"), help="Without --vocab: keep at most this many words")
+FILL_UNSEEN = Opt(default("fill_unseen"), help="decontextualized: embed entries never seen, alone (count 0)")
 TRUST_REMOTE_CODE = Opt(False, "--trust-remote-code", help="Run model code from the hub (only for models you trust)")
 ALLOW_PICKLE = Opt(False, "--allow-pickle", help="Load pickled .bin weights when there is no safetensors file")
 QUIET = Opt(False, "--quiet", "-q", help="No progress bar or summary")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import ConfigError
@@ -30,16 +30,23 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 _LAYER_ITEM = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
 
 
-def parse_layers(spec: str | int | Iterable[int]) -> tuple[int, ...]:
-    """Parse a layer selection such as ``"1-4"``, ``"0,2,-1"`` or ``[1, 2]`` into indices.
+ALL_LAYERS = "all"
+Layers = tuple[int, ...] | Literal["all"]
 
-    Ranges are inclusive and may not mix signs (``"-4--1"`` is the top four layers).
+
+def parse_layers(spec: str | int | Iterable[int]) -> Layers:
+    """Parse a layer selection such as ``"1-4"``, ``"0,2,-1"``, ``[1, 2]`` or ``"all"``.
+
+    Ranges are inclusive and may not mix signs (``"-4--1"`` is the top four layers); ``"all"``
+    is the embedding output and every block, whatever the model's depth.
 
     Example:
         >>> parse_layers("1-3,-1")
         (1, 2, 3, -1)
 
     """
+    if spec == ALL_LAYERS:
+        return ALL_LAYERS
     if isinstance(spec, int):
         return (spec,)
     if not isinstance(spec, str):
@@ -65,7 +72,9 @@ class DistillConfig:
 
     Args:
         model: Hugging Face hub id or local directory of the encoder.
-        layers: Hidden layers to pool (0 is the embedding output, negatives count from the top).
+        layers: Hidden layers to pool (0 is the embedding output, negatives count from the top),
+            or ``"all"``. The default, all layers, was chosen by a measured sweep
+            (``benchmarks/QUALITY.md``).
         combine: How the chosen layers are combined: ``mean``, ``sum`` or ``concat``.
         pool: How an occurrence's subwords are pooled: ``mean``, ``first``, ``last``, ``max``.
         max_contexts: Occurrences used per entry, in corpus order (0 = all).
@@ -94,7 +103,7 @@ class DistillConfig:
     """
 
     model: str
-    layers: tuple[int, ...] = field(default=(1, 2, 3, 4))
+    layers: Layers = ALL_LAYERS
     combine: Combine = "mean"
     pool: Pooling = "mean"
     max_contexts: int = 2000
@@ -120,7 +129,7 @@ class DistillConfig:
         object.__setattr__(self, "layers", parse_layers(self.layers))
         if not self.layers:
             raise ConfigError("layers: choose at least one layer")
-        if len(set(self.layers)) != len(self.layers):
+        if self.layers != ALL_LAYERS and len(set(self.layers)) != len(self.layers):
             raise ConfigError(f"layers: {list(self.layers)} names a layer twice")
         for name, allowed in _CHOICES.items():
             value = getattr(self, name)
@@ -148,7 +157,7 @@ class DistillConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict; ``DistillConfig(**d)`` reads it back."""
         data = dataclasses.asdict(self)
-        data["layers"] = list(self.layers)
+        data["layers"] = self.layers if self.layers == ALL_LAYERS else list(self.layers)
         return data
 
     def replace(self, **changes: Any) -> DistillConfig:

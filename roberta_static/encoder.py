@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from .batching import Batch, SubwordEncoder
-from .config import DistillConfig
+from .config import ALL_LAYERS, DistillConfig, Layers
 from .errors import ConfigError, ModelLoadError
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -106,9 +106,11 @@ def model_fingerprint(name: str, model: nn.Module) -> dict[str, str | None]:
     return {"revision": getattr(model.config, "_commit_hash", None)}
 
 
-def resolve_layers(layers: tuple[int, ...], num_layers: int) -> tuple[int, ...]:
-    """Turn negative indices into positions among ``num_layers + 1`` hidden states."""
+def resolve_layers(layers: Layers, num_layers: int) -> tuple[int, ...]:
+    """Turn ``"all"`` and negative indices into positions among ``num_layers + 1`` hidden states."""
     total = num_layers + 1
+    if layers == ALL_LAYERS:
+        return tuple(range(total))
     bad = [layer for layer in layers if not -total <= layer < total]
     if bad:
         raise ConfigError(

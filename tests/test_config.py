@@ -43,3 +43,12 @@ def test_config_validation(changes, message):
 def test_round_trip_through_dict():
     config = DistillConfig(model="m", layers="2-3", combine="concat")
     assert DistillConfig(**config.to_dict()) == config
+
+
+def test_all_layers_is_the_default_and_resolves_per_model():
+    from roberta_static.encoder import resolve_layers
+
+    config = DistillConfig(model="m")
+    assert config.layers == "all" and config.to_dict()["layers"] == "all"
+    assert DistillConfig(**config.to_dict()) == config
+    assert resolve_layers(config.layers, 6) == (0, 1, 2, 3, 4, 5, 6)
