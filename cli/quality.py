@@ -147,15 +147,20 @@ def sweep_command(
 def _print_sweep(results: list) -> None:
     datasets = list(results[0].scores)
     processings = list(dict.fromkeys(r.postprocessing for r in results))
-    table = Table("candidate", *[f"{d}\n{p}" for p in processings for d in datasets])
+    columns = [f"{d}\n{p}" for p in processings for d in datasets]
+    table = Table("candidate", *columns, "anisotropy\n(none)")
     for label in dict.fromkeys(r.candidate.label for r in results):
         rows = {r.postprocessing: r for r in results if r.candidate.label == label}
-        table.add_row(label, *[f"{rows[p].scores[d].spearman:.1f}" for p in processings for d in datasets])
+        scores = [f"{rows[p].scores[d].spearman:.1f}" for p in processings for d in datasets]
+        table.add_row(label, *scores, f"{rows[processings[0]].anisotropy:.3f}")
     console = Console()
     console.print(table)
     for d in datasets:
         best = max(results, key=lambda r: r.scores[d].spearman)
-        console.print(f"best on {d}: {best.candidate.label}, {best.postprocessing} ({best.scores[d].spearman:.2f})")
+        console.print(
+            f"best on {d}: {best.candidate.label}, {best.postprocessing} "
+            f"({best.scores[d].spearman:.2f}, {best.scores[d].covered} of {best.scores[d].pairs} pairs)"
+        )
 
 
 # fmt: off

@@ -18,7 +18,7 @@ import numpy as np
 
 from .config import DistillConfig
 from .evaluate import PairScores, dataset_path, evaluate_pairs
-from .postprocess import PostProcessing
+from .postprocess import PostProcessing, anisotropy
 from .vectors import StaticVectors
 from .vocab import Vocabulary
 
@@ -47,6 +47,7 @@ class SweepResult:
 
     candidate: Candidate
     postprocessing: str
+    anisotropy: float
     scores: dict[str, PairScores] = field(default_factory=dict)
 
 
@@ -91,9 +92,9 @@ def score(
     for candidate in candidates(num_layers):
         matrix = layer_matrix(all_layers, hidden_size, candidate)
         for label, steps in postprocessings(hidden_size).items():
-            vectors = StaticVectors(all_layers.words, steps.apply(matrix), all_layers.counts)
-            kv = to_keyed_vectors(vectors)
-            result = SweepResult(candidate, label)
+            processed = steps.apply(matrix)
+            kv = to_keyed_vectors(StaticVectors(all_layers.words, processed, all_layers.counts))
+            result = SweepResult(candidate, label, anisotropy(processed))
             for name, path in resolved:
                 result.scores[name] = evaluate_pairs(kv, path, lower, name)
             results.append(result)
@@ -142,6 +143,7 @@ def write_csv(results: list[SweepResult], path: str | os.PathLike) -> None:
                 "candidate",
                 "layers",
                 "postprocessing",
+                "anisotropy",
                 "dataset",
                 "spearman",
                 "pearson",
@@ -156,6 +158,7 @@ def write_csv(results: list[SweepResult], path: str | os.PathLike) -> None:
                         result.candidate.label,
                         " ".join(map(str, result.candidate.layers)),
                         result.postprocessing,
+                        f"{result.anisotropy:.3f}",
                         name,
                         f"{scores.spearman:.2f}",
                         f"{scores.pearson:.2f}",
