@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,11 +16,13 @@ import numpy as np
 
 from . import __version__
 from .accumulate import Accumulator, output_dim
+from .batching import EncoderInput, make_batches
 from .config import DistillConfig
 from .corpus import Corpus
 from .encoder import Encoder, load_pretrained, model_fingerprint
 from .errors import ConfigError, CorpusError, VocabError
 from .postprocess import postprocess
+from .prefetch import prefetch
 from .segment import load_segmenter, segment
 from .vectors import StaticVectors
 from .vocab import MatchedSentence, VocabMatcher, Vocabulary
@@ -172,19 +174,33 @@ def _run_pass(
     stats: RunStats,
     report: ProgressCallback,
 ) -> None:
+    chunks = _encoded_chunks(encoder, nlp, matcher, corpus, len(accumulator.counts), config, stats)
+    for inputs in prefetch(chunks):
+        _add_inputs(encoder, inputs, accumulator, config, stats, report, corpus)
+    report(
+        Progress("distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens)
+    )
+    subword_stats = encoder.subwords.stats
+    stats.sentences_encoded = subword_stats.sentences_encoded
+    stats.windows = subword_stats.windows
+    stats.split_sentences = subword_stats.split_sentences
+    stats.occurrences_without_subwords = subword_stats.occurrences_without_subwords
+    stats.occurrences_too_long = subword_stats.occurrences_too_long
+
+
+def _encoded_chunks(
+    encoder: Encoder,
+    nlp: Any,
+    matcher: VocabMatcher,
+    corpus: Corpus,
+    n_entries: int,
+    config: DistillConfig,
+    stats: RunStats,
+) -> Iterator[list[EncoderInput]]:
+    """Encoder inputs of the sentences that still hold an entry, a chunk of sentences at a time."""
     unlimited = np.iinfo(np.int64).max
-    remaining = np.full(len(accumulator.counts), config.max_contexts or unlimited, dtype=np.int64)
+    remaining = np.full(n_entries, config.max_contexts or unlimited, dtype=np.int64)
     pending: list[MatchedSentence] = []
-
-    def flush() -> None:
-        _encode_and_add(encoder, pending, accumulator, config, stats)
-        pending.clear()
-        report(
-            Progress(
-                "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
-            )
-        )
-
     for doc in segment(nlp, _counting(corpus, stats)):
         for sentence in matcher(doc):
             stats.sentences += 1
@@ -194,23 +210,13 @@ def _run_pass(
             else:
                 stats.sentences_without_entries += 1
         if len(pending) >= CHUNK_SENTENCES:
-            flush()
-        elif stats.text_units % 64 == 0:
-            report(
-                Progress(
-                    "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
-                )
-            )
+            yield encoder.subwords.encode(pending)
+            pending = []
         if config.max_contexts and not remaining.any():
             stats.stopped_early = True
             break
-    flush()
-    subword_stats = encoder.subwords.stats
-    stats.sentences_encoded = subword_stats.sentences_encoded
-    stats.windows = subword_stats.windows
-    stats.split_sentences = subword_stats.split_sentences
-    stats.occurrences_without_subwords = subword_stats.occurrences_without_subwords
-    stats.occurrences_too_long = subword_stats.occurrences_too_long
+    if pending:
+        yield encoder.subwords.encode(pending)
 
 
 def _take_contexts(
@@ -225,20 +231,25 @@ def _take_contexts(
     return kept
 
 
-def _encode_and_add(
+def _add_inputs(
     encoder: Encoder,
-    sentences: Sequence[MatchedSentence],
+    inputs: Sequence[EncoderInput],
     accumulator: Accumulator,
     config: DistillConfig,
     stats: RunStats,
+    report: ProgressCallback | None = None,
+    corpus: Corpus | None = None,
 ) -> None:
-    from .batching import make_batches
-
-    inputs = encoder.subwords.encode(sentences)
+    """Batch the inputs by the token budget, run the encoder, and accumulate."""
     for batch in make_batches(inputs, config.batch_tokens, encoder.subwords.pad_id):
         accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
         stats.tokens += batch.real_tokens
         stats.padded_tokens += int(batch.input_ids.size)
+        if report is not None and corpus is not None:
+            progress = Progress(
+                "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
+            )
+            report(progress)
 
 
 def _decontextualized(
@@ -249,7 +260,7 @@ def _decontextualized(
     sentences = [
         MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), int(i))]) for i in entry_ids
     ]
-    _encode_and_add(encoder, sentences, accumulator, config, RunStats())
+    _add_inputs(encoder, encoder.subwords.encode(sentences), accumulator, config, RunStats())
     return accumulator.means()[0][entry_ids]
 
 

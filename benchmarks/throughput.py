@@ -1,0 +1,256 @@
+"""Throughput benchmark: our engine against the original algorithm and against the encoder alone.
+
+(a) ``distill`` end to end (segmentation, matching, tokenization, encoder, pooling);
+(b) the original algorithm, re-implemented here: for each vocabulary word, scan the corpus for lines
+    holding it (up to 2,000), run the model on each line alone (batch size 1, float32, all hidden
+    states) and average; timed on a random sample of the vocabulary and reported per word;
+(c) the encoder alone on exactly the batches (a) built, already tokenized: the ceiling for (a).
+
+Input: gensim's Wikipedia excerpt + lee_background.cor (2.6 MB), the SimLex-999 + WordSim-353
+vocabulary, the offline all-MiniLM-L6-v2 on CPU (or ``--model``). ``--scaling`` adds runs on the
+corpus repeated x1, x2, x4, each in a fresh process, for time and peak memory.
+
+Usage: python benchmarks/throughput.py [--model PATH] [--baseline-words 30] [--scaling]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from gensim_corpus import lee_documents, wiki_paragraphs
+from quality import dataset_words, minilm_path
+
+from roberta_static import DistillConfig
+from roberta_static.corpus import Corpus
+from roberta_static.encoder import Encoder, load_pretrained
+from roberta_static.pipeline import distill_from_model
+from roberta_static.vocab import Vocabulary
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def hardware() -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads){gpu}"
+
+
+def run_ours(model, tokenizer, corpus_file: Path, vocab: Vocabulary, config: DistillConfig):
+    """(a), recording every batch the encoder sees for (c)."""
+    batches = []
+    forward = Encoder.hidden_states
+
+    def recording(self, batch):
+        batches.append(batch)
+        return forward(self, batch)
+
+    Encoder.hidden_states = recording
+    try:
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        start = time.perf_counter()
+        vectors = distill_from_model(model, tokenizer, Corpus([corpus_file]), vocab, config)
+        seconds = time.perf_counter() - start
+    finally:
+        Encoder.hidden_states = forward
+    return vectors, seconds, batches
+
+
+def run_encoder_alone(model, tokenizer, config: DistillConfig, batches) -> float:
+    """(c): the same batches, tensors prepared on the device beforehand."""
+    encoder = Encoder(model, tokenizer, config)
+    ready = [
+        (
+            torch.from_numpy(b.input_ids).to(encoder.device),
+            torch.from_numpy(b.attention_mask).to(encoder.device),
+        )
+        for b in batches
+    ]
+    with torch.inference_mode():
+        start = time.perf_counter()
+        for ids, mask in ready:
+            states = encoder.model(
+                input_ids=ids, attention_mask=mask, output_hidden_states=True
+            ).hidden_states
+            torch.stack([states[i] for i in encoder.layers]).float()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def run_original(
+    model_path: str, lines: list[str], words: list[str], max_contexts: int = 2000
+) -> tuple[float, int]:
+    """(b): per word, per line, batch size 1, float32, all hidden states."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(model_path).eval()
+    lowered = [line.lower() for line in lines]
+    passes = 0
+    start = time.perf_counter()
+    for word in words:
+        vectors = []
+        for line, low in zip(lines, lowered, strict=True):
+            position = low.find(word)
+            if position < 0:
+                continue
+            encoding = tokenizer(
+                line, return_offsets_mapping=True, truncation=True, return_tensors="pt"
+            )
+            offsets = encoding.pop("offset_mapping")[0]
+            with torch.no_grad():
+                states = model(**encoding, output_hidden_states=True).hidden_states
+            passes += 1
+            inside = (offsets[:, 0] < position + len(word)) & (offsets[:, 1] > position)
+            if inside.any():
+                vectors.append(torch.stack(states)[:, 0, inside].mean(dim=(0, 1)))
+            if len(vectors) >= max_contexts:
+                break
+        if vectors:
+            torch.stack(vectors).mean(0)
+    return time.perf_counter() - start, passes
+
+
+def write_corpus(path: Path, repeat: int = 1, lines: int = 0) -> list[str]:
+    text = [*wiki_paragraphs(), *lee_documents()]
+    if lines:
+        text = text[:lines]
+    path.write_text("\n".join(text * repeat) + "\n")
+    return text
+
+
+def scaling_child(model: str, repeat: int, lines: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus_file = Path(tmp) / "corpus.txt"
+        write_corpus(corpus_file, repeat, lines)
+        config = DistillConfig(model=model)
+        model_obj, tokenizer = load_pretrained(config)
+        rss_before = peak_rss_mb()
+        start = time.perf_counter()
+        vectors = distill_from_model(
+            model_obj,
+            tokenizer,
+            Corpus([corpus_file]),
+            Vocabulary.from_entries(dataset_words()),
+            config,
+        )
+        print(
+            json.dumps(
+                {
+                    "repeat": repeat,
+                    "bytes": corpus_file.stat().st_size,
+                    "seconds": time.perf_counter() - start,
+                    "tokens": vectors.meta["stats"]["tokens"],
+                    "peak_rss_mb": peak_rss_mb(),
+                    "rss_after_load_mb": rss_before,
+                }
+            )
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--baseline-words", type=int, default=30)
+    parser.add_argument("--scaling", action="store_true")
+    parser.add_argument(
+        "--scaling-lines", type=int, default=1000, help="corpus lines per x1 of the scaling run"
+    )
+    parser.add_argument("--scaling-child", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    model_path = args.model or minilm_path()
+    if args.scaling_child:
+        scaling_child(model_path, args.scaling_child, args.scaling_lines)
+        return
+    print(f"hardware: {hardware()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus_file = Path(tmp) / "corpus.txt"
+        lines = write_corpus(corpus_file)
+        words = dataset_words()
+        vocab = Vocabulary.from_entries(words)
+        config = DistillConfig(model=model_path, dtype=args.dtype)
+        model, tokenizer = load_pretrained(config)
+        vectors, ours_seconds, batches = run_ours(model, tokenizer, corpus_file, vocab, config)
+        rss = peak_rss_mb()
+        device_mb = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
+        encoder_seconds = run_encoder_alone(model, tokenizer, config, batches)
+    stats = vectors.meta["stats"]
+    sample = random.Random(0).sample(words, min(args.baseline_words, len(words)))
+    original_seconds, passes = run_original(model_path, lines, sample)
+
+    ours_wps = len(words) / ours_seconds
+    original_wps = len(sample) / original_seconds
+    print(
+        f"model: {model_path}; layers {config.layers}, dtype {vectors.meta['model']['dtype']}, device {vectors.meta['model']['device']}"
+    )
+    print(
+        f"corpus: {corpus_file.name} {sum(len(l) + 1 for l in lines):,} characters, {stats['sentences']:,} sentences; vocabulary {len(words):,} words"
+    )
+    print(
+        f"(a) ours:          {ours_seconds:8.1f} s  {ours_wps:8.2f} vocabulary words/s  {stats['tokens'] / ours_seconds:9,.0f} model tokens/s"
+    )
+    print(
+        f"(b) original:      {original_seconds:8.1f} s for {len(sample)} sampled words ({passes:,} forward passes)  {original_wps:8.3f} vocabulary words/s"
+    )
+    print(
+        f"(c) encoder alone: {encoder_seconds:8.1f} s  {stats['tokens'] / encoder_seconds:9,.0f} model tokens/s on the same {len(batches):,} batches"
+    )
+    print(
+        f"(a)/(b) = {ours_wps / original_wps:.1f}x in vocabulary words/s;  (a)/(c) = {encoder_seconds / ours_seconds:.2f}"
+    )
+    print(
+        f"padding: {1 - stats['tokens'] / stats['padded_tokens']:.1%} of encoder tokens; sentences skipped (no entry left): "
+        f"{stats['sentences_without_entries'] / stats['sentences']:.1%}; stopped early: {stats['stopped_early']}"
+    )
+    print(f"peak RSS {rss:,.0f} MB; peak device memory {device_mb:,.0f} MB")
+    if args.scaling:
+        for repeat in (1, 2, 4):
+            result = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--model",
+                    model_path,
+                    "--scaling-child",
+                    str(repeat),
+                    "--scaling-lines",
+                    str(args.scaling_lines),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            row = json.loads(result.stdout.strip().splitlines()[-1])
+            print(
+                f"scaling x{repeat}: {row['bytes']:,} bytes, {row['tokens']:,} tokens, {row['seconds']:.1f} s "
+                f"({row['tokens'] / row['seconds']:,.0f} tokens/s), peak RSS {row['peak_rss_mb']:,.0f} MB "
+                f"(after model load {row['rss_after_load_mb']:,.0f} MB)"
+            )
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from roberta_static.prefetch import prefetch
+
+
+def test_keeps_order_and_runs_ahead_in_another_thread():
+    producers = set()
+
+    def items():
+        for i in range(50):
+            producers.add(threading.current_thread().name)
+            yield i
+
+    assert list(prefetch(items(), depth=3)) == list(range(50))
+    assert producers == {"roberta-static-prefetch"}
+
+
+def test_producer_error_reaches_the_consumer():
+    def items():
+        yield 1
+        raise ValueError("bad chunk")
+
+    stream = prefetch(items())
+    assert next(stream) == 1
+    with pytest.raises(ValueError, match="bad chunk"):
+        next(stream)
+
+
+def test_consumer_stopping_early_stops_the_producer():
+    produced = []
+
+    def items():
+        for i in range(10_000):
+            produced.append(i)
+            yield i
+
+    stream = prefetch(items(), depth=2)
+    assert next(stream) == 0
+    stream.close()
+    assert len(produced) <= 5
+    assert not any(t.name == "roberta-static-prefetch" for t in threading.enumerate())
