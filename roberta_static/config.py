@@ -79,6 +79,8 @@ class DistillConfig:
         pool: How an occurrence's subwords are pooled: ``mean``, ``first``, ``last``, ``max``.
         max_contexts: Occurrences used per entry, in corpus order (0 = all).
         batch_tokens: Token budget of one encoder batch, padding included.
+        chunk_sentences: Sentences tokenized, length-sorted and batched together (also the
+            granularity of checkpoints).
         max_length: Longest encoder input in tokens (default: the model's limit).
         device: ``auto`` picks CUDA, then MPS, then CPU.
         dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
@@ -108,6 +110,7 @@ class DistillConfig:
     pool: Pooling = "mean"
     max_contexts: int = 2000
     batch_tokens: int = 8192
+    chunk_sentences: int = 2048
     max_length: int | None = None
     device: Device = "auto"
     dtype: DType = "auto"
@@ -135,7 +138,12 @@ class DistillConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
-        for name, minimum in (("max_contexts", 0), ("batch_tokens", 1), ("min_count", 1)):
+        for name, minimum in (
+            ("max_contexts", 0),
+            ("batch_tokens", 1),
+            ("chunk_sentences", 1),
+            ("min_count", 1),
+        ):
             if getattr(self, name) < minimum:
                 raise ConfigError(f"{name}: must be >= {minimum}, got {getattr(self, name)}")
         for name in ("max_length", "max_vocab"):

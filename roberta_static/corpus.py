@@ -8,6 +8,7 @@ import json
 import lzma
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -19,6 +20,9 @@ _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
     ".xz": lzma.LZMAFile,
 }
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+# Units are cut near this size: spaCy refuses texts over nlp.max_length, and memory stays bounded.
+MAX_UNIT_BYTES = 100_000
+MAX_UNIT_CHARS = 100_000
 
 
 def list_corpus_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
@@ -73,11 +77,34 @@ def is_jsonl(path: Path) -> bool:
     return bool(suffixes) and suffixes[-1] in _JSONL_SUFFIXES
 
 
+@dataclass(frozen=True)
+class Position:
+    """Where a text unit ends, precisely enough to resume after it.
+
+    Attributes:
+        file: Index into ``Corpus.files``.
+        offset: Offset, in the (decompressed) stream, of the record the unit came from.
+        line: Line number of that record, for messages.
+        skip: Units of that record already yielded (a JSONL text cut in pieces).
+
+    """
+
+    file: int
+    offset: int
+    line: int
+    skip: int
+
+
+START = Position(file=0, offset=0, line=1, skip=0)
+
+
 class Corpus:
     """The text units of one or more corpus paths, read lazily and re-iterable.
 
-    A unit is one line of a text file, or the ``text_field`` of one line of a JSONL file. While
-    iterating, ``bytes_read`` follows the position in the (compressed) input, for progress bars.
+    A unit is one line of a text file, or the ``text_field`` of one line of a JSONL file; units
+    longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory stays bounded whatever the line
+    length. Files holding NUL bytes are binary: they are skipped and listed in ``binary_files``.
+    While iterating, ``bytes_read`` follows the position in the input, for progress bars.
 
     Example:
         >>> corpus = Corpus(["examples/wiki.txt"])  # doctest: +SKIP
@@ -91,25 +118,47 @@ class Corpus:
         self.total_bytes = sum(f.stat().st_size for f in self.files)
         self.bytes_read = 0
         self.bad_bytes = 0
+        self.binary_files: list[Path] = []
 
     def __iter__(self) -> Iterator[str]:
-        self.bytes_read = 0
+        return (text for text, _ in self.units())
+
+    def units(self, start: Position = START) -> Iterator[tuple[str, Position]]:
+        """Yield each unit with the position to resume after it, starting after ``start``."""
+        self.bytes_read = sum(f.stat().st_size for f in self.files[: start.file])
         self.bad_bytes = 0
-        done = 0
-        for path in self.files:
+        self.binary_files = []
+        for index in range(start.file, len(self.files)):
+            path = self.files[index]
+            resume = start if index == start.file else START
             with open(path, "rb") as raw:
                 stream = self._open(path, raw)
-                jsonl = is_jsonl(path)
-                for number, line in enumerate(stream, start=1):
-                    text, bad = decode(line.rstrip(b"\r\n"))
-                    self.bad_bytes += bad
-                    self.bytes_read = done + raw.tell()
-                    if jsonl:
-                        text = self._field(path, number, text)
-                    if text.strip():
-                        yield text
-            done += path.stat().st_size
-            self.bytes_read = done
+                if _looks_binary(stream, resume.offset):
+                    self.binary_files.append(path)
+                else:
+                    done = self.bytes_read
+                    for text, position in self._file_units(path, stream, resume):
+                        self.bytes_read = done + raw.tell()
+                        yield text, Position(index, position.offset, position.line, position.skip)
+            self.bytes_read = sum(f.stat().st_size for f in self.files[: index + 1])
+
+    def _file_units(
+        self, path: Path, stream: IO[bytes], start: Position
+    ) -> Iterator[tuple[str, Position]]:
+        stream.seek(start.offset)
+        jsonl = is_jsonl(path)
+        line = start.line
+        for offset, record in _records(stream, start.offset, whole_lines=jsonl):
+            text, bad = decode(record.rstrip(b"\r\n"))
+            self.bad_bytes += bad
+            if jsonl:
+                text = self._field(path, line, text)
+            pieces = list(split_long(text)) if jsonl else [text]
+            first = start.skip if offset == start.offset else 0
+            for number in range(first, len(pieces)):
+                if pieces[number].strip():
+                    yield pieces[number], Position(0, offset, line, number + 1)
+            line += record.endswith(b"\n")
 
     @staticmethod
     def _open(path: Path, raw: IO[bytes]) -> IO[bytes]:
@@ -127,3 +176,50 @@ class Corpus:
         if not isinstance(text, str):
             raise CorpusError(f"{path}:{number}: no string field {self.text_field!r}")
         return text
+
+
+def _looks_binary(stream: IO[bytes], offset: int) -> bool:
+    """Whether the first block of the stream holds a NUL byte (text files never do)."""
+    stream.seek(0)
+    binary = b"\0" in stream.read(8192)
+    stream.seek(offset)
+    return binary
+
+
+def _records(stream: IO[bytes], offset: int, whole_lines: bool) -> Iterator[tuple[int, bytes]]:
+    """Lines with the offset where each starts; without ``whole_lines`` long ones are cut."""
+    limit = -1 if whole_lines else MAX_UNIT_BYTES
+    buffer = b""
+    while True:
+        chunk = stream.readline(limit)
+        buffer += chunk
+        if not chunk or buffer.endswith(b"\n") or len(buffer) >= MAX_UNIT_BYTES:
+            if not buffer:
+                return
+            cut = len(buffer) if not chunk or buffer.endswith(b"\n") else _cut_point(buffer)
+            yield offset, buffer[:cut]
+            offset += cut
+            buffer = buffer[cut:]
+
+
+def _cut_point(data: bytes) -> int:
+    """Where to cut a long line: after its last space in the second half, else at a character."""
+    space = max(data.rfind(b" ", len(data) // 2), data.rfind(b"\t", len(data) // 2))
+    if space >= 0:
+        return space + 1
+    cut = len(data)
+    while cut > len(data) - 4 and cut > 0 and data[cut - 1] & 0xC0 == 0x80:
+        cut -= 1
+    if cut > 0 and data[cut - 1] >= 0xC0:  # a lead byte whose continuation was cut off
+        cut -= 1
+    return cut if cut > 0 else len(data)
+
+
+def split_long(text: str, limit: int = MAX_UNIT_CHARS) -> Iterator[str]:
+    """Cut ``text`` into pieces of at most ``limit`` characters, at a space where there is one."""
+    while len(text) > limit:
+        cut = text.rfind(" ", limit // 2, limit)
+        cut = cut + 1 if cut > 0 else limit
+        yield text[:cut]
+        text = text[cut:]
+    yield text

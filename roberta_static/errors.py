@@ -37,3 +37,7 @@ class VectorsError(RobertaStaticError, ValueError):
 
 class DatasetError(RobertaStaticError, ValueError):
     """An evaluation dataset is missing or malformed."""
+
+
+class Interrupted(RobertaStaticError):
+    """The run was asked to stop; a checkpoint was written to resume from."""

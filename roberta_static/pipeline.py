@@ -9,25 +9,30 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from . import __version__
 from .accumulate import Accumulator, output_dim
-from .batching import EncoderInput, make_batches
+from .batching import EncoderInput, EncodeStats, make_batches
+from .checkpoint import (
+    CHECKPOINT_DIR,
+    Checkpoint,
+    Checkpointing,
+    corpus_fingerprint,
+    save_checkpoint,
+)
 from .config import DistillConfig
-from .corpus import Corpus
+from .corpus import START, Corpus, Position
 from .encoder import Encoder, load_pretrained, model_fingerprint
-from .errors import ConfigError, CorpusError, VocabError
+from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .postprocess import postprocess
 from .prefetch import prefetch
 from .segment import load_segmenter, segment
 from .vectors import StaticVectors
 from .vocab import MatchedSentence, VocabMatcher, Vocabulary
-
-CHUNK_SENTENCES = 2048  # sentences encoded, length-sorted and batched together
 
 
 @dataclass
@@ -61,6 +66,7 @@ class RunStats:
     occurrences_too_long: int = 0
     bad_bytes: int = 0
     stopped_early: bool = False
+    binary_files_skipped: list[str] = field(default_factory=list)
     entries: int = 0
     entries_found: int = 0
     entries_filled: int = 0
@@ -115,15 +121,24 @@ def distill_from_model(
     vocab: Vocabulary | None,
     config: DistillConfig,
     progress: ProgressCallback | None = None,
+    checkpointing: Checkpointing | None = None,
+    resume_from: Checkpoint | None = None,
 ) -> StaticVectors:
-    """Like :func:`distill`, on a loaded model, fast tokenizer and :class:`Corpus`."""
+    """Like :func:`distill`, on a loaded model, fast tokenizer and :class:`Corpus`.
+
+    With ``checkpointing``, the state is saved now and then (and when its ``stop`` is set); with
+    ``resume_from``, the run continues from a saved state and gives the same vectors as a run that
+    was never stopped.
+    """
     started = time.perf_counter()
     encoder = Encoder(model, tokenizer, config)
     if config.pca is not None and config.pca > _dim(encoder, config):
         raise ConfigError(f"pca: {config.pca} exceeds the vectors' width {_dim(encoder, config)}")
     nlp = load_segmenter(config.lang, config.spacy_model)
     report = progress or (lambda _: None)
-    if vocab is None:
+    if resume_from is not None:
+        vocab = Vocabulary(resume_from.entries, config.case)
+    elif vocab is None:
         vocab = Vocabulary.from_corpus(
             nlp,
             _reporting(corpus, "count", report),
@@ -133,12 +148,18 @@ def distill_from_model(
         )
         if not vocab.entries:
             raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
-    stats = RunStats(entries=len(vocab))
-    stats.vocabulary = {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
     accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
-    _run_pass(encoder, nlp, VocabMatcher(nlp, vocab), corpus, accumulator, config, stats, report)
+    if resume_from is not None:
+        state = _PassState.restore(resume_from, encoder, accumulator)
+    else:
+        state = _PassState.fresh(len(vocab), config)
+        state.stats.vocabulary = {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
+    stats = state.stats
+    pass_ = _Pass(encoder, nlp, VocabMatcher(nlp, vocab), corpus, accumulator, config, report)
+    pass_.run(state, checkpointing, vocab, started)
     means, counts = accumulator.means()
-    stats.bad_bytes = corpus.bad_bytes
+    stats.bad_bytes += corpus.bad_bytes
+    stats.binary_files_skipped = [str(path) for path in corpus.binary_files]
     if stats.sentences == 0:
         where = corpus.files[0] if len(corpus.files) == 1 else f"{len(corpus.files)} corpus files"
         raise CorpusError(f"{where}: corpus holds no text")
@@ -155,7 +176,7 @@ def distill_from_model(
             "(try --fill-unseen decontextualized or check --case)"
         )
     stats.occurrences_used = int(counts.sum())
-    stats.seconds = round(time.perf_counter() - started, 3)
+    stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
     meta = _metadata(config, encoder, model, corpus, stats)
     rows = np.flatnonzero(keep)
     vectors = StaticVectors([vocab.entries[i] for i in rows], means[rows], counts[rows], meta)
@@ -164,59 +185,181 @@ def distill_from_model(
     return postprocess(vectors, config.postprocessing)
 
 
-def _run_pass(
-    encoder: Encoder,
-    nlp: Any,
-    matcher: VocabMatcher,
-    corpus: Corpus,
-    accumulator: Accumulator,
-    config: DistillConfig,
-    stats: RunStats,
-    report: ProgressCallback,
-) -> None:
-    chunks = _encoded_chunks(encoder, nlp, matcher, corpus, len(accumulator.counts), config, stats)
-    for inputs in prefetch(chunks):
-        _add_inputs(encoder, inputs, accumulator, config, stats, report, corpus)
-    report(
-        Progress("distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens)
-    )
-    subword_stats = encoder.subwords.stats
-    stats.sentences_encoded = subword_stats.sentences_encoded
-    stats.windows = subword_stats.windows
-    stats.split_sentences = subword_stats.split_sentences
-    stats.occurrences_without_subwords = subword_stats.occurrences_without_subwords
-    stats.occurrences_too_long = subword_stats.occurrences_too_long
+@dataclass
+class _PassState:
+    """Where the pass is: input position, contexts left per entry, counters."""
+
+    position: Position
+    remaining: np.ndarray
+    stats: RunStats
+    seconds_before: float = 0.0
+
+    @classmethod
+    def fresh(cls, n_entries: int, config: DistillConfig) -> _PassState:
+        unlimited = np.iinfo(np.int64).max
+        remaining = np.full(n_entries, config.max_contexts or unlimited, dtype=np.int64)
+        return cls(START, remaining, RunStats(entries=n_entries))
+
+    @classmethod
+    def restore(cls, saved: Checkpoint, encoder: Encoder, accumulator: Accumulator) -> _PassState:
+        accumulator.sums.copy_(torch_from(saved.sums, accumulator.sums))
+        accumulator.counts.copy_(torch_from(saved.counts, accumulator.counts))
+        encoder.subwords.stats = EncodeStats(**saved.encode_stats)
+        stats = RunStats(**saved.stats)
+        return cls(saved.position, saved.remaining.copy(), stats, stats.seconds)
 
 
-def _encoded_chunks(
-    encoder: Encoder,
-    nlp: Any,
-    matcher: VocabMatcher,
-    corpus: Corpus,
-    n_entries: int,
-    config: DistillConfig,
-    stats: RunStats,
-) -> Iterator[list[EncoderInput]]:
-    """Encoder inputs of the sentences that still hold an entry, a chunk of sentences at a time."""
-    unlimited = np.iinfo(np.int64).max
-    remaining = np.full(n_entries, config.max_contexts or unlimited, dtype=np.int64)
-    pending: list[MatchedSentence] = []
-    for doc in segment(nlp, _counting(corpus, stats)):
-        for sentence in matcher(doc):
-            stats.sentences += 1
-            kept = _take_contexts(sentence.spans, remaining)
-            if kept:
-                pending.append(MatchedSentence(sentence.text, kept))
-            else:
-                stats.sentences_without_entries += 1
-        if len(pending) >= CHUNK_SENTENCES:
-            yield encoder.subwords.encode(pending)
-            pending = []
-        if config.max_contexts and not remaining.any():
-            stats.stopped_early = True
-            break
-    if pending:
-        yield encoder.subwords.encode(pending)
+@dataclass
+class _Chunk:
+    """Encoder inputs of a chunk of sentences, and the state right after that chunk."""
+
+    inputs: list[EncoderInput]
+    state: _PassState
+    encode_stats: EncodeStats
+
+
+class _Pass:
+    """The pass over the corpus: a producer thread prepares chunks, the encoder consumes them."""
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        nlp: Any,
+        matcher: VocabMatcher,
+        corpus: Corpus,
+        accumulator: Accumulator,
+        config: DistillConfig,
+        report: ProgressCallback,
+    ) -> None:
+        self.encoder, self.nlp, self.matcher, self.corpus = encoder, nlp, matcher, corpus
+        self.accumulator, self.config, self.report = accumulator, config, report
+
+    def run(
+        self,
+        state: _PassState,
+        checkpointing: Checkpointing | None,
+        vocab: Vocabulary,
+        started: float,
+    ) -> None:
+        stats = state.stats
+        last_saved = time.monotonic()
+        for chunk in prefetch(self._chunks(state)):
+            _add_inputs(
+                self.encoder,
+                chunk.inputs,
+                self.accumulator,
+                self.config,
+                stats,
+                self.report,
+                self.corpus,
+            )
+            if checkpointing is None:
+                continue
+            stop = checkpointing.stop is not None and checkpointing.stop.is_set()
+            due = (
+                checkpointing.every_seconds
+                and time.monotonic() - last_saved >= checkpointing.every_seconds
+            )
+            if stop or due:
+                self._save(
+                    checkpointing,
+                    chunk,
+                    stats,
+                    vocab,
+                    state.seconds_before + time.perf_counter() - started,
+                )
+                last_saved = time.monotonic()
+            if stop:
+                raise Interrupted(
+                    f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
+                    f"resume with: roberta-static distill --resume {checkpointing.folder}"
+                )
+        self.report(
+            Progress(
+                "distill",
+                self.corpus.bytes_read,
+                self.corpus.total_bytes,
+                stats.sentences,
+                stats.tokens,
+            )
+        )
+        subword_stats = self.encoder.subwords.stats
+        stats.sentences_encoded = subword_stats.sentences_encoded
+        stats.windows = subword_stats.windows
+        stats.split_sentences = subword_stats.split_sentences
+        stats.occurrences_without_subwords = subword_stats.occurrences_without_subwords
+        stats.occurrences_too_long = subword_stats.occurrences_too_long
+
+    def _chunks(self, state: _PassState) -> Iterator[_Chunk]:
+        """Encoder inputs of the sentences that still hold an entry, a chunk at a time."""
+        stats, remaining = state.stats, state.remaining
+        pending: list[MatchedSentence] = []
+        position = state.position
+        units = _counting(self.corpus.units(state.position), stats)
+        for doc, position in segment(self.nlp, units):
+            for sentence in self.matcher(doc):
+                stats.sentences += 1
+                kept = _take_contexts(sentence.spans, remaining)
+                if kept:
+                    pending.append(MatchedSentence(sentence.text, kept))
+                else:
+                    stats.sentences_without_entries += 1
+            if self.config.max_contexts and not remaining.any():
+                stats.stopped_early = True
+                break
+            if len(pending) >= self.config.chunk_sentences:
+                yield self._chunk(pending, position, remaining, stats)
+                pending = []
+        if pending:
+            yield self._chunk(pending, position, remaining, stats)
+
+    def _chunk(
+        self,
+        pending: list[MatchedSentence],
+        position: Position,
+        remaining: np.ndarray,
+        stats: RunStats,
+    ) -> _Chunk:
+        inputs = self.encoder.subwords.encode(pending)
+        snapshot = _PassState(position, remaining.copy(), replace(stats))
+        return _Chunk(inputs, snapshot, replace(self.encoder.subwords.stats))
+
+    def _save(
+        self,
+        checkpointing: Checkpointing,
+        chunk: _Chunk,
+        stats: RunStats,
+        vocab: Vocabulary,
+        seconds: float,
+    ) -> None:
+        # Producer-side counters come from the chunk's snapshot; the encoder's from the live stats.
+        saved_stats = replace(
+            chunk.state.stats,
+            tokens=stats.tokens,
+            padded_tokens=stats.padded_tokens,
+            seconds=seconds,
+        )
+        save_checkpoint(
+            checkpointing.folder,
+            Checkpoint(
+                config=self.config.to_dict(),
+                corpus=corpus_fingerprint(self.corpus.files),
+                entries=list(vocab.entries),
+                position=chunk.state.position,
+                stats=asdict(saved_stats),
+                encode_stats=asdict(chunk.encode_stats),
+                sums=self.accumulator.sums.cpu().numpy(),
+                counts=self.accumulator.counts.cpu().numpy(),
+                remaining=chunk.state.remaining,
+            ),
+        )
+
+
+def torch_from(array: np.ndarray, like: Any) -> Any:
+    """A numpy array as a tensor on the device of ``like``."""
+    import torch
+
+    return torch.from_numpy(array).to(like.device)
 
 
 def _take_contexts(
@@ -284,10 +427,12 @@ def _dim(encoder: Encoder, config: DistillConfig) -> int:
     return output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
 
 
-def _counting(corpus: Corpus, stats: RunStats) -> Iterable[str]:
-    for text in corpus:
+def _counting(
+    units: Iterable[tuple[str, Position]], stats: RunStats
+) -> Iterator[tuple[str, Position]]:
+    for unit in units:
         stats.text_units += 1
-        yield text
+        yield unit
 
 
 def _reporting(corpus: Corpus, stage: str, report: ProgressCallback) -> Iterable[str]:

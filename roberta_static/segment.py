@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 import spacy
 from spacy.language import Language
@@ -10,9 +11,7 @@ from spacy.tokens import Doc
 
 from .errors import ConfigError
 
-# spaCy refuses texts over nlp.max_length (1,000,000 characters); longer units are cut at a space
-# near this many characters, which keeps memory per unit bounded too.
-MAX_UNIT_CHARS = 100_000
+Context = TypeVar("Context")
 
 
 def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language:
@@ -45,17 +44,8 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
     return nlp
 
 
-def split_long(text: str, limit: int = MAX_UNIT_CHARS) -> Iterator[str]:
-    """Cut ``text`` into pieces of at most ``limit`` characters, at a space where there is one."""
-    while len(text) > limit:
-        cut = text.rfind(" ", limit // 2, limit)
-        cut = cut + 1 if cut > 0 else limit
-        yield text[:cut]
-        text = text[cut:]
-    yield text
-
-
-def segment(nlp: Language, texts: Iterable[str], batch_size: int = 256) -> Iterator[Doc]:
-    """Run the pipeline over text units, streaming; each yielded Doc has sentence boundaries."""
-    pieces = (piece for text in texts for piece in split_long(text))
-    yield from nlp.pipe(pieces, batch_size=batch_size)
+def segment(
+    nlp: Language, units: Iterable[tuple[str, Context]], batch_size: int = 256
+) -> Iterator[tuple[Doc, Context]]:
+    """Run the pipeline over ``(text, context)`` pairs, streaming; Docs have sentence boundaries."""
+    yield from nlp.pipe(units, as_tuples=True, batch_size=batch_size)

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from roberta_static.errors import ConfigError
-from roberta_static.segment import load_segmenter, segment, split_long
+from roberta_static.corpus import split_long
+from roberta_static.segment import load_segmenter, segment
 
 
 def test_long_units_are_cut_at_spaces_and_keep_every_character():
@@ -17,7 +18,8 @@ def test_long_units_are_cut_at_spaces_and_keep_every_character():
 
 def test_sentences_and_word_offsets():
     nlp = load_segmenter("en")
-    (doc,) = segment(nlp, ["Hello there. It works!"])
+    ((doc, context),) = segment(nlp, [("Hello there. It works!", 7)])
+    assert context == 7
     assert [s.text for s in doc.sents] == ["Hello there.", "It works!"]
     assert [(t.text, t.idx) for t in doc][:3] == [("Hello", 0), ("there", 6), (".", 11)]
 

@@ -39,7 +39,7 @@ def matches(text, entries, case="lower"):
     matcher = VocabMatcher(nlp, Vocabulary.from_entries(entries, case))
     return [
         (sentence.text, [(sentence.text[s:e], entry) for s, e, entry in sentence.spans])
-        for doc in segment(nlp, [text])
+        for doc, _ in segment(nlp, [(text, None)])
         for sentence in matcher(doc)
     ]
 
