@@ -8,7 +8,7 @@ from enum import Enum
 
 import typer
 
-from roberta_static.errors import RobertaStaticError
+from roberta_static.errors import Interrupted, RobertaStaticError
 
 Arg = typer.Argument
 Opt = typer.Option
@@ -24,6 +24,9 @@ def one_line_errors() -> Iterator[None]:
     """Turn our errors into ``error: ...`` on stderr and exit status 1; Ctrl-C into status 130."""
     try:
         yield
+    except Interrupted as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(130) from None
     except RobertaStaticError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 
 import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir
+from roberta_static.checkpoint import CHECKPOINT_DIR
+from roberta_static.config import DistillConfig
+from roberta_static.errors import ConfigError, OutputError
 
-from ._util import Opt, one_line_errors
+from ._util import Arg, Opt, one_line_errors
 from .options import (
     ALLOW_PICKLE,
     BATCH_TOKENS,
     CASE,
     COMBINE,
-    CORPUS,
     DEVICE,
     DTYPE,
     FILL_UNSEEN,
@@ -24,7 +28,6 @@ from .options import (
     MAX_LENGTH,
     MAX_VOCAB,
     MIN_COUNT,
-    MODEL,
     OVERWRITE,
     POOL,
     QUIET,
@@ -38,6 +41,7 @@ from .options import (
     DType,
     FillUnseen,
     Pool,
+    default,
     make_config,
     quiet_transformers,
 )
@@ -45,10 +49,10 @@ from .options import (
 
 # fmt: off
 def distill_command(
-    corpus: list[Path] = CORPUS,
+    corpus: list[Path] = Arg(None, help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False),
     vocab: Path | None = VOCAB,
-    model: str = MODEL,
-    out: Path = Opt(..., "--out", "-o", help="Output folder (vectors.npy, vocab.tsv, meta.json)"),
+    model: str | None = Opt(None, "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, or spacy:PIPELINE"),
+    out: Path | None = Opt(None, "--out", "-o", help="Output folder (vectors.npy, vocab.tsv, meta.json)"),
     layers: str = LAYERS,
     combine: Combine = COMBINE,
     pool: Pool = POOL,
@@ -70,6 +74,9 @@ def distill_command(
     normalize: bool = Opt(False, "--normalize", help="Post-process: unit-length vectors"),
     formats: str = Opt("", help="Also write gensim exports: kv, word2vec, word2vec-bin (comma-separated)"),
     overwrite: bool = OVERWRITE,
+    checkpoint_every: float = Opt(600, help="Seconds between checkpoints in OUT/.checkpoint (0 = only on Ctrl-C)"),
+    resume: Path | None = Opt(None, "--resume", help="Continue the run whose checkpoint is in this output folder"),
+    chunk_sentences: int = Opt(default("chunk_sentences"), help="Sentences tokenized and batched together (and checkpoint granularity)"),
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     allow_pickle: bool = ALLOW_PICKLE,
     quiet: bool = QUIET,
@@ -77,29 +84,81 @@ def distill_command(
     # fmt: on
     """Distill static vectors of a vocabulary from a transformer over a corpus."""
     with one_line_errors():
+        from roberta_static.checkpoint import Checkpointing
         from roberta_static.gensim_adapter import parse_formats, write_exports
         from roberta_static.pipeline import distill
 
         from .progress import DistillProgress
 
-        config = make_config(
-            model=model, layers=layers, combine=combine, pool=pool, max_contexts=max_contexts,
-            batch_tokens=batch_tokens, max_length=max_length, device=device, dtype=dtype,
-            case=case, lang=lang, spacy_model=spacy_model, text_field=text_field,
-            min_count=min_count, max_vocab=max_vocab, fill_unseen=fill_unseen,
-            trust_remote_code=trust_remote_code, allow_pickle=allow_pickle, center=center,
-            remove_top_pcs=remove_top_pcs, pca=pca, normalize=normalize,
-        )
+        given = None
+        if model is not None:
+            given = make_config(
+                model=model, layers=layers, combine=combine, pool=pool, max_contexts=max_contexts,
+                batch_tokens=batch_tokens, chunk_sentences=chunk_sentences, max_length=max_length,
+                device=device, dtype=dtype, case=case, lang=lang, spacy_model=spacy_model,
+                text_field=text_field, min_count=min_count, max_vocab=max_vocab,
+                fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
+                allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
+                normalize=normalize,
+            )
         export_formats = parse_formats(formats)
-        check_output_dir(out, overwrite)
+        if resume is not None:
+            out, corpus, config, saved = _resume(resume, corpus, given)
+        else:
+            if given is None or out is None or not corpus:
+                raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
+            config, saved = given, None
+            _check_fresh_output(out, overwrite)
+        stop = threading.Event()
+        _stop_on_signals(stop)
+        checkpointing = Checkpointing(out, checkpoint_every, stop)
         quiet_transformers()
         with DistillProgress(disable=quiet) as bar:
-            vectors = distill(corpus, vocab, config, progress=bar.update)
-        with atomic_directory(out, overwrite) as staging:
+            vectors = distill(
+                corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
+                resume_from=saved,
+            )
+        replace_run = overwrite or (out / CHECKPOINT_DIR).exists()
+        with atomic_directory(out, replace_run) as staging:
             vectors.write_into(staging)
             write_exports(vectors, staging, export_formats)
         if not quiet:
             _summarise(vectors.meta["stats"], out)
+
+
+def _resume(folder: Path, corpus: list[Path], given: DistillConfig | None) -> tuple:
+    """Config, corpus and state of the checkpointed run; refuses what differs from ``given``."""
+    from roberta_static.checkpoint import differences, load_checkpoint
+    from roberta_static.corpus import list_corpus_files
+
+    saved = load_checkpoint(folder)
+    config = DistillConfig(**saved.config)
+    paths = [Path(c["path"]) for c in saved.corpus]
+    found = differences(saved, given or config, list_corpus_files(corpus or paths))
+    if found:
+        raise ConfigError(f"{folder}: cannot resume: " + "; ".join(found))
+    return folder, paths, config, saved
+
+
+def _check_fresh_output(out: Path, overwrite: bool) -> None:
+    if (out / CHECKPOINT_DIR).exists() and not overwrite:
+        raise OutputError(
+            f"{out}: holds the checkpoint of an unfinished run; pass --resume {out} to continue "
+            "or --overwrite to start again"
+        )
+    check_output_dir(out, overwrite)
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """Ctrl-C or SIGTERM: finish the chunk in hand, checkpoint, exit 130; a second one ends at once."""
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signum, signal.SIG_DFL)
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, handler)
 
 
 def _summarise(stats: dict, out: Path) -> None:

@@ -79,6 +79,8 @@ def distill(
     vocab: str | os.PathLike | Vocabulary | None,
     config: DistillConfig,
     progress: ProgressCallback | None = None,
+    checkpointing: Checkpointing | None = None,
+    resume_from: Checkpoint | None = None,
 ) -> StaticVectors:
     """Distill static vectors of ``vocab`` from ``config.model`` over the corpus files.
 
@@ -87,6 +89,8 @@ def distill(
         vocab: A vocabulary file, a :class:`Vocabulary`, or ``None`` to count one in the corpus.
         config: Every option of the run.
         progress: Called now and then with a :class:`Progress`.
+        checkpointing: Where and how often to save the state (see :class:`Checkpointing`).
+        resume_from: A saved state to continue from.
 
     Returns:
         The vectors of every entry found (and of the unseen ones with ``fill_unseen``).
@@ -98,7 +102,9 @@ def distill(
     """
     texts, vocabulary = resolve_inputs(corpus, vocab, config)
     model, tokenizer = load_pretrained(config)
-    return distill_from_model(model, tokenizer, texts, vocabulary, config, progress)
+    return distill_from_model(
+        model, tokenizer, texts, vocabulary, config, progress, checkpointing, resume_from
+    )
 
 
 def resolve_inputs(

@@ -1,0 +1,101 @@
+"""Checkpoint and resume: an interrupted run, resumed, gives bit-identical vectors on CPU."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import CORPUS_LINES
+
+from roberta_static import DistillConfig, distill
+from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static.errors import Interrupted
+
+
+@pytest.fixture()
+def long_corpus(tmp_path) -> Path:
+    path = tmp_path / "long.txt"
+    path.write_text("\n".join(CORPUS_LINES * 150) + "\n")
+    return path
+
+
+def test_stopped_run_resumes_to_identical_vectors(roberta_dir, long_corpus, vocab_file, tmp_path):
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", max_contexts=0, chunk_sentences=8)
+    whole = distill(long_corpus, vocab_file, config)
+    stop = threading.Event()
+    stop.set()  # stop after the first chunk
+    out = tmp_path / "out"
+    with pytest.raises(Interrupted, match="resume with: roberta-static distill --resume"):
+        distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    saved = load_checkpoint(out)
+    assert saved.position.file == 0 and saved.position.offset > 0
+    resumed = distill(long_corpus, vocab_file, config, resume_from=saved)
+    assert resumed.words == whole.words
+    np.testing.assert_array_equal(resumed.vectors, whole.vectors)
+    np.testing.assert_array_equal(resumed.counts, whole.counts)
+    for key in ("sentences", "tokens", "windows", "occurrences_used", "sentences_encoded"):
+        assert resumed.meta["stats"][key] == whole.meta["stats"][key], key
+
+
+def cli(*args):
+    return ["roberta-static", "distill", *map(str, args), "-q"]
+
+
+def wait_for_checkpoint(process, folder: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not (folder / ".checkpoint" / "state.json").exists():
+        assert process.poll() is None, "the run ended before its first checkpoint"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, vocab_file, tmp_path):
+    options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1-2", "--max-contexts", "0", "--chunk-sentences", "8"]
+    reference = tmp_path / "reference"
+    subprocess.run(cli(long_corpus, *options, "--out", reference), check=True)
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05"),
+        stderr=subprocess.PIPE, text=True,
+    )
+    wait_for_checkpoint(process, out)
+    os.kill(process.pid, getattr(signal, how))
+    _, stderr = process.communicate(timeout=120)
+    if how == "SIGINT":
+        assert process.returncode == 130
+        assert f"resume with: roberta-static distill --resume {out}" in stderr
+    else:
+        assert process.returncode == -signal.SIGKILL
+    assert not (out / "vectors.npy").exists()
+    subprocess.run(["roberta-static", "distill", "--resume", str(out), "-q"], check=True)
+    assert not (out / ".checkpoint").exists()
+    np.testing.assert_array_equal(np.load(out / "vectors.npy"), np.load(reference / "vectors.npy"))
+    assert (out / "vocab.tsv").read_text() == (reference / "vocab.tsv").read_text()
+
+
+def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, vocab_file, tmp_path):
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", chunk_sentences=8)
+    stop = threading.Event()
+    stop.set()
+    out = tmp_path / "out"
+    with pytest.raises(Interrupted):
+        distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    changed = subprocess.run(
+        cli(long_corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--chunk-sentences", "8", "--resume", out),
+        capture_output=True, text=True, check=False,
+    )
+    assert changed.returncode == 1
+    assert "cannot resume: layers was [1, 2], now [1]" in changed.stderr
+    with open(long_corpus, "a") as handle:
+        handle.write("one more line\n")
+    edited = subprocess.run(["roberta-static", "distill", "--resume", str(out)], capture_output=True, text=True, check=False)
+    assert edited.returncode == 1 and "long.txt changed since the checkpoint" in edited.stderr
+    fresh = subprocess.run(cli(long_corpus, "--vocab", vocab_file, "--model", roberta_dir, "--out", out), capture_output=True, text=True, check=False)
+    assert fresh.returncode == 1 and "holds the checkpoint of an unfinished run" in fresh.stderr
