@@ -188,10 +188,10 @@ def _looks_binary(stream: IO[bytes], offset: int) -> bool:
 
 def _records(stream: IO[bytes], offset: int, whole_lines: bool) -> Iterator[tuple[int, bytes]]:
     """Lines with the offset where each starts; without ``whole_lines`` long ones are cut."""
-    limit = -1 if whole_lines else MAX_UNIT_BYTES
     buffer = b""
     while True:
-        chunk = stream.readline(limit)
+        # A cut leaves less than half a unit in the buffer, so there is always room to read.
+        chunk = stream.readline(-1 if whole_lines else MAX_UNIT_BYTES - len(buffer))
         buffer += chunk
         if not chunk or buffer.endswith(b"\n") or len(buffer) >= MAX_UNIT_BYTES:
             if not buffer:

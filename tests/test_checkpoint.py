@@ -57,13 +57,25 @@ def wait_for_checkpoint(process, folder: Path, timeout: float = 120) -> None:
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
 def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, vocab_file, tmp_path):
-    options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1-2", "--max-contexts", "0", "--chunk-sentences", "8"]
+    options = [
+        "--vocab",
+        vocab_file,
+        "--model",
+        roberta_dir,
+        "-l",
+        "1-2",
+        "--max-contexts",
+        "0",
+        "--chunk-sentences",
+        "8",
+    ]
     reference = tmp_path / "reference"
     subprocess.run(cli(long_corpus, *options, "--out", reference), check=True)
     out = tmp_path / "out"
     process = subprocess.Popen(
         cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05"),
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     wait_for_checkpoint(process, out)
     os.kill(process.pid, getattr(signal, how))
@@ -88,14 +100,38 @@ def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, voc
     with pytest.raises(Interrupted):
         distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
     changed = subprocess.run(
-        cli(long_corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--chunk-sentences", "8", "--resume", out),
-        capture_output=True, text=True, check=False,
+        cli(
+            long_corpus,
+            "--vocab",
+            vocab_file,
+            "--model",
+            roberta_dir,
+            "-l",
+            "1",
+            "--chunk-sentences",
+            "8",
+            "--resume",
+            out,
+        ),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert changed.returncode == 1
     assert "cannot resume: layers was [1, 2], now [1]" in changed.stderr
     with open(long_corpus, "a") as handle:
         handle.write("one more line\n")
-    edited = subprocess.run(["roberta-static", "distill", "--resume", str(out)], capture_output=True, text=True, check=False)
+    edited = subprocess.run(
+        ["roberta-static", "distill", "--resume", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert edited.returncode == 1 and "long.txt changed since the checkpoint" in edited.stderr
-    fresh = subprocess.run(cli(long_corpus, "--vocab", vocab_file, "--model", roberta_dir, "--out", out), capture_output=True, text=True, check=False)
+    fresh = subprocess.run(
+        cli(long_corpus, "--vocab", vocab_file, "--model", roberta_dir, "--out", out),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert fresh.returncode == 1 and "holds the checkpoint of an unfinished run" in fresh.stderr

@@ -66,3 +66,39 @@ def test_missing_path_and_empty_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CorpusError, match="folder holds no files"):
         Corpus([tmp_path / "empty"])
+
+
+def test_binary_files_are_skipped_and_listed(tmp_path):
+    (tmp_path / "a.txt").write_text("words here\n")
+    (tmp_path / "b.bin").write_bytes(b"\x00\x01\x02binary\x00")
+    corpus = Corpus([tmp_path])
+    assert list(corpus) == ["words here"]
+    assert corpus.binary_files == [tmp_path / "b.bin"]
+
+
+def test_a_long_line_without_newline_comes_in_bounded_pieces(tmp_path):
+    from roberta_static.corpus import MAX_UNIT_BYTES
+
+    text = " ".join(f"wörd{i}" for i in range(400_000))  # about 3.6 MB, no newline
+    path = tmp_path / "long.txt"
+    path.write_text(text, encoding="utf-8")
+    corpus = Corpus([path])
+    pieces = list(corpus)
+    assert len(pieces) > 30 and all(len(p.encode()) <= MAX_UNIT_BYTES for p in pieces)
+    assert "".join(pieces) == text and corpus.bad_bytes == 0
+
+
+@pytest.mark.parametrize("name", ["corpus.txt", "corpus.txt.gz"])
+def test_units_resume_after_a_position(tmp_path, name):
+    lines = [f"line {i}" for i in range(50)]
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    other = tmp_path / "z.txt"
+    other.write_text("last file\n")
+    corpus = Corpus([path, other])
+    units = list(corpus.units())
+    assert [text for text, _ in units] == [*lines, "last file"]
+    for cut in (0, 17, 49):
+        resumed = [text for text, _ in corpus.units(units[cut][1])]
+        assert resumed == [*lines[cut + 1 :], "last file"]
