@@ -207,7 +207,7 @@ def main() -> None:
         f"model: {model_path}; layers {config.layers}, dtype {vectors.meta['model']['dtype']}, device {vectors.meta['model']['device']}"
     )
     print(
-        f"corpus: {corpus_file.name} {sum(len(l) + 1 for l in lines):,} characters, {stats['sentences']:,} sentences; vocabulary {len(words):,} words"
+        f"corpus: {corpus_file.name} {sum(len(line) + 1 for line in lines):,} characters, {stats['sentences']:,} sentences; vocabulary {len(words):,} words"
     )
     print(
         f"(a) ours:          {ours_seconds:8.1f} s  {ours_wps:8.2f} vocabulary words/s  {stats['tokens'] / ours_seconds:9,.0f} model tokens/s"

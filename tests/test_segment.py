@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from roberta_static.errors import ConfigError
 from roberta_static.corpus import split_long
+from roberta_static.errors import ConfigError
 from roberta_static.segment import load_segmenter, segment
 
 
