@@ -177,3 +177,16 @@ def test_error_without_traceback_in_a_real_process(tmp_path):
     )
     assert result.returncode == 1
     assert result.stderr.strip() == f"error: {tmp_path / 'missing.txt'}: no such file or folder"
+
+
+def test_distill_needs_its_inputs_and_resume_needs_a_checkpoint(tmp_path):
+    bare = run("distill")
+    assert bare.exit_code == 1 and "distill needs CORPUS, --model and --out" in bare.output
+    missing = run("distill", "--resume", tmp_path)
+    assert missing.exit_code == 1 and "no checkpoint to resume from" in missing.output
+
+
+def test_spacy_init_with_an_unknown_base(tmp_path):
+    result = run("spacy-init", tmp_path, tmp_path / "out", "--base", "no_such_pipeline")
+    assert result.exit_code == 1 and "--base: cannot load 'no_such_pipeline'" in result.output
+    assert not (tmp_path / "out").exists()

@@ -48,3 +48,27 @@ def test_pickled_weights_need_opt_in(roberta_dir, tmp_path):
         load_pretrained(DistillConfig(model=str(tmp_path)))
     loaded, _ = load_pretrained(DistillConfig(model=str(tmp_path), allow_pickle=True))
     assert loaded.config.num_hidden_layers == 2
+
+
+def test_model_needing_remote_code_is_refused_without_running_it(tmp_path):
+    (tmp_path / "config.json").write_text(
+        '{"model_type": "my-custom", "auto_map": {"AutoConfig": "configuration_x.XConfig", '
+        '"AutoModel": "modeling_x.XModel"}}'
+    )
+    marker = tmp_path / "ran.txt"
+    for name in ("configuration_x.py", "modeling_x.py"):
+        (tmp_path / name).write_text(f"open({str(marker)!r}, 'w').write('foreign code ran')\n")
+    with pytest.raises(ModelLoadError, match="contains custom code"):
+        load_pretrained(DistillConfig(model=str(tmp_path)))
+    assert not marker.exists()
+
+
+def test_unavailable_device_and_too_long_max_length(roberta_dir):
+    from roberta_static.encoder import Encoder, resolve_device
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="device: cuda is not available"):
+            resolve_device("cuda")
+    model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
+    with pytest.raises(ConfigError, match="max_length: 100 exceeds this model's limit of 64"):
+        Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=100))

@@ -51,3 +51,15 @@ def test_loader_refuses_pickles_unless_allowed(vectors, tmp_path):
         load_keyed_vectors(tmp_path / "out" / "vectors.kv")
     assert "cat" in load_keyed_vectors(tmp_path / "out" / "vectors.kv", allow_pickle=True)
     assert load_keyed_vectors(tmp_path / "out").index_to_key[0] == "dog"
+
+
+def test_unknown_format_and_non_word2vec_file(tmp_path):
+    from roberta_static.errors import ConfigError
+    from roberta_static.gensim_adapter import parse_formats
+
+    with pytest.raises(ConfigError, match=r"formats: unknown \['glove'\]"):
+        parse_formats("kv,glove")
+    bad = tmp_path / "notes.txt"
+    bad.write_text("just some words\nand more\n")
+    with pytest.raises(VectorsError, match="not a word2vec file"):
+        load_keyed_vectors(bad)

@@ -9,7 +9,7 @@ import pytest
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from naive import naive_distill
 
-from roberta_static import CorpusError, DistillConfig, VocabError, distill
+from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
 from roberta_static.vocab import Vocabulary
 
 
@@ -125,3 +125,8 @@ def test_bfloat16_on_cpu_stays_close_to_float32(roberta_dir, corpus_file, vocab_
         np.linalg.norm(full.vectors, axis=1) * np.linalg.norm(half.vectors, axis=1)
     )
     assert cosine.min() > 0.99
+
+
+def test_pca_wider_than_the_vectors_is_refused(roberta_dir, corpus_file, vocab_file):
+    with pytest.raises(ConfigError, match="pca: 33 exceeds the vectors' width 32"):
+        distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1", pca=33))

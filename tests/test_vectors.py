@@ -49,3 +49,14 @@ def test_shape_mismatch_and_bad_folder(tmp_path):
         StaticVectors(["a", "b"], np.zeros((3, 2)), np.zeros(2))
     with pytest.raises(VectorsError, match="not a roberta-static vectors folder"):
         StaticVectors.load(tmp_path)
+
+
+def test_malformed_vocab_file_and_output_path_that_is_a_file(tmp_path):
+    make_vectors().save(tmp_path / "out")
+    (tmp_path / "out" / "vocab.tsv").write_text("cat\t2\nnew york\n日本\t0\n")
+    with pytest.raises(VectorsError, match="expected word<TAB>count on every line"):
+        StaticVectors.load(tmp_path / "out")
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(OutputError, match="exists and is not a folder"):
+        make_vectors().save(tmp_path / "file")
+    assert (tmp_path / "file").read_text() == "mine"
