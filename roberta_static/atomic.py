@@ -35,14 +35,16 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = False) -> Iter
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         staging.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the output should not be
     except OSError as error:
+        _remove_created(created)
         raise OutputError(f"{target}: cannot create output folder ({error.strerror})") from None
     try:
         yield staging
         _swap_in(staging, target)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
-        for parent in reversed(created):
-            _remove_if_empty(parent)
+        _remove_created(created)
+        if isinstance(error, OSError):
+            raise write_failed(target, error) from None
         raise
 
 
@@ -58,8 +60,16 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
         yield staging
         for item in sorted(staging.iterdir()):
             os.replace(item, folder / item.name)
+    except OSError as error:
+        raise write_failed(folder, error) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_failed(target: Path, error: OSError) -> OutputError:
+    """The one-line error for a failed write (a full disk, say) that left ``target`` as it was."""
+    reason = error.strerror or str(error) or type(error).__name__
+    return OutputError(f"{target}: writing failed ({reason}); its previous contents are unchanged")
 
 
 def _swap_in(staging: Path, target: Path) -> None:
@@ -80,8 +90,10 @@ def _umask() -> int:
     return mask
 
 
-def _remove_if_empty(folder: Path) -> None:
-    try:
-        folder.rmdir()
-    except OSError:
-        pass
+def _remove_created(folders: list[Path]) -> None:
+    """Remove the folders made for an output that failed, deepest first, if still empty."""
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import write_failed
 from .config import DistillConfig
 from .corpus import Position
 from .errors import ConfigError
@@ -48,8 +49,11 @@ def corpus_fingerprint(files: list[Path]) -> list[dict[str, Any]]:
 
 def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
     """Write ``folder/.checkpoint`` atomically; returns its path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{CHECKPOINT_DIR}.new.", dir=folder))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{CHECKPOINT_DIR}.new.", dir=folder))
+    except OSError as error:
+        raise write_failed(folder / CHECKPOINT_DIR, error) from None
     try:
         for name in _ARRAYS:
             np.save(staging / f"{name}.npy", getattr(checkpoint, name), allow_pickle=False)
@@ -70,8 +74,10 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
             shutil.rmtree(retired, ignore_errors=True)
         else:
             os.replace(staging, target)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise write_failed(folder / CHECKPOINT_DIR, error) from None
         raise
     return target
 

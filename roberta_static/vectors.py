@@ -100,7 +100,9 @@ class StaticVectors:
             rows = zip(self.words, self.counts.tolist(), strict=True)
             handle.writelines(f"{word}\t{count}\n" for word, count in rows)
         meta = {"format_version": FORMAT_VERSION, **self.meta}
-        (folder / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        (folder / META_FILE).write_text(
+            json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> StaticVectors:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from conftest import CORPUS_LINES
 
 from roberta_static import DistillConfig, distill
 from roberta_static.checkpoint import Checkpointing, load_checkpoint
-from roberta_static.errors import Interrupted
+from roberta_static.errors import Interrupted, OutputError
 
 
 @pytest.fixture()
@@ -135,3 +136,31 @@ def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, voc
         check=False,
     )
     assert fresh.returncode == 1 and "holds the checkpoint of an unfinished run" in fresh.stderr
+
+
+def test_failed_checkpoint_write_keeps_the_previous_one(
+    roberta_dir, long_corpus, vocab_file, tmp_path, monkeypatch
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
+    stop = threading.Event()
+    stop.set()
+    out = tmp_path / "out"
+    with pytest.raises(Interrupted):
+        distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    first = load_checkpoint(out)
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "save", no_space)
+    with pytest.raises(OutputError, match=r"\.checkpoint: writing failed \(No space left"):
+        distill(
+            long_corpus,
+            vocab_file,
+            config,
+            checkpointing=Checkpointing(out, 0, stop),
+            resume_from=first,
+        )
+    monkeypatch.undo()
+    assert load_checkpoint(out).position == first.position
+    assert sorted(p.name for p in out.iterdir()) == [".checkpoint"]

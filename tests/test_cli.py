@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 from pathlib import Path
@@ -148,6 +149,44 @@ def test_bad_input_gives_one_line_and_no_output(
     assert result.output.strip().count("\n") == 0 and result.output.startswith("error: ")
     assert message in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_full_disk_is_one_line_and_leaves_no_output(
+    roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "save", no_space)
+    out = tmp_path / "out"
+    result = run(
+        "distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+        "--out", out, "--quiet",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {out}: writing failed (No space left on device); "
+        "its previous contents are unchanged\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "vocab.txt"]
+
+
+def test_unwritable_output_folder_is_one_line(
+    roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    # Root ignores permission bits, so the refusal is raised where the folder is made.
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkdtemp", refuse)
+    out = tmp_path / "locked" / "out"
+    result = run(
+        "distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+        "--out", out, "--quiet",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output == f"error: {out}: cannot create output folder (Permission denied)\n"
+    assert not (tmp_path / "locked").exists()
 
 
 def test_console_script_and_module_entry_points():

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,21 @@ def test_malformed_vocab_file_and_output_path_that_is_a_file(tmp_path):
     with pytest.raises(OutputError, match="exists and is not a folder"):
         make_vectors().save(tmp_path / "file")
     assert (tmp_path / "file").read_text() == "mine"
+
+
+def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_full_disk_keeps_the_previous_output_and_says_so_in_one_line(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    make_vectors().save(out)
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    monkeypatch.setattr(np, "save", no_space)
+    with pytest.raises(OutputError) as caught:
+        make_vectors().save(out, overwrite=True)
+    assert str(caught.value) == (
+        f"{out}: writing failed (No space left on device); its previous contents are unchanged"
+    )
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
