@@ -122,6 +122,7 @@ def distill_command(
         with atomic_directory(out, replace_run) as staging:
             vectors.write_into(staging)
             write_exports(vectors, staging, export_formats)
+        _warn(vectors.meta["stats"])
         if not quiet:
             _summarise(vectors.meta["stats"], out)
 
@@ -177,6 +178,16 @@ def _summarise(stats: dict, out: Path) -> None:
             f"vocabulary: {skipped['duplicates']:,} duplicate entries and "
             f"{skipped['blank_lines']:,} blank lines skipped"
         )
+    typer.echo(f"wrote {out}")
+
+
+def _warn(stats: dict) -> None:
+    """Input that was skipped or repaired: printed even with --quiet."""
     if stats["bad_bytes"]:
         typer.echo(f"warning: {stats['bad_bytes']:,} invalid UTF-8 bytes replaced", err=True)
-    typer.echo(f"wrote {out}")
+    binary = stats["binary_files_skipped"]
+    if binary:
+        listed = ", ".join(binary[:3]) + (f" and {len(binary) - 3:,} more" if len(binary) > 3 else "")
+        typer.echo(
+            f"warning: {len(binary):,} binary files (NUL bytes) skipped: {listed}", err=True
+        )

@@ -101,10 +101,11 @@ START = Position(file=0, offset=0, line=1, skip=0)
 class Corpus:
     """The text units of one or more corpus paths, read lazily and re-iterable.
 
-    A unit is one line of a text file, or the ``text_field`` of one line of a JSONL file; units
-    longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory stays bounded whatever the line
-    length. Files holding NUL bytes are binary: they are skipped and listed in ``binary_files``.
-    While iterating, ``bytes_read`` follows the position in the input, for progress bars.
+    A unit is one line of a text file (ended by LF, CRLF or a lone CR), or the ``text_field`` of
+    one line of a JSONL file; units longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory
+    stays bounded whatever the line length. Files holding NUL bytes are binary: they are skipped
+    and listed in ``binary_files``. While iterating, ``bytes_read`` follows the position in the
+    input, for progress bars.
 
     Example:
         >>> corpus = Corpus(["examples/wiki.txt"])  # doctest: +SKIP
@@ -153,7 +154,8 @@ class Corpus:
             self.bad_bytes += bad
             if jsonl:
                 text = self._field(path, line, text)
-            pieces = list(split_long(text)) if jsonl else [text]
+            # A lone CR ends a line too (old Mac files, mixed-newline exports).
+            pieces = list(split_long(text)) if jsonl else text.split("\r")
             first = start.skip if offset == start.offset else 0
             for number in range(first, len(pieces)):
                 if pieces[number].strip():

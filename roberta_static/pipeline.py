@@ -164,8 +164,6 @@ def distill_from_model(
     pass_ = _Pass(encoder, nlp, VocabMatcher(nlp, vocab), corpus, accumulator, config, report)
     pass_.run(state, checkpointing, vocab, started)
     means, counts = accumulator.means()
-    stats.bad_bytes += corpus.bad_bytes
-    stats.binary_files_skipped = [str(path) for path in corpus.binary_files]
     if stats.sentences == 0:
         where = corpus.files[0] if len(corpus.files) == 1 else f"{len(corpus.files)} corpus files"
         raise CorpusError(f"{where}: corpus holds no text")
@@ -301,8 +299,10 @@ class _Pass:
         stats, remaining = state.stats, state.remaining
         pending: list[MatchedSentence] = []
         position = state.position
-        units = _counting(self.corpus.units(state.position), stats)
-        for doc, position in segment(self.nlp, units):
+        marks = _Marks(self.corpus, stats)
+        for doc, mark in segment(self.nlp, marks.units(state.position)):
+            position = mark.position
+            marks.count_up_to(mark)
             for sentence in self.matcher(doc):
                 stats.sentences += 1
                 kept = _take_contexts(sentence.spans, remaining)
@@ -316,6 +316,8 @@ class _Pass:
             if len(pending) >= self.config.chunk_sentences:
                 yield self._chunk(pending, position, remaining, stats)
                 pending = []
+        else:
+            marks.count_all()
         if pending:
             yield self._chunk(pending, position, remaining, stats)
 
@@ -433,12 +435,45 @@ def _dim(encoder: Encoder, config: DistillConfig) -> int:
     return output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
 
 
-def _counting(
-    units: Iterable[tuple[str, Position]], stats: RunStats
-) -> Iterator[tuple[str, Position]]:
-    for unit in units:
-        stats.text_units += 1
-        yield unit
+@dataclass(frozen=True)
+class _Mark:
+    """A unit's resume position, and the corpus counters up to and including that unit."""
+
+    position: Position
+    text_units: int
+    bad_bytes: int
+    binary_files: int
+
+
+class _Marks:
+    """Corpus counters attributed to units, so a checkpoint never counts read-ahead units.
+
+    ``nlp.pipe`` reads units ahead of the Docs it yields; the counters at a Doc are those carried
+    by its unit, added to what the run had counted before it resumed.
+    """
+
+    def __init__(self, corpus: Corpus, stats: RunStats) -> None:
+        self.corpus, self.stats = corpus, stats
+        self.before = (stats.text_units, stats.bad_bytes, list(stats.binary_files_skipped))
+
+    def units(self, start: Position) -> Iterator[tuple[str, _Mark]]:
+        for number, (text, position) in enumerate(self.corpus.units(start), start=1):
+            counts = (number, self.corpus.bad_bytes, len(self.corpus.binary_files))
+            yield text, _Mark(position, *counts)
+
+    def count_up_to(self, mark: _Mark) -> None:
+        self._count(mark.text_units, mark.bad_bytes, mark.binary_files)
+
+    def count_all(self) -> None:
+        """At the end of the corpus: files after the last unit count too."""
+        self._count(self.stats.text_units - self.before[0], self.corpus.bad_bytes, None)
+
+    def _count(self, units: int, bad_bytes: int, binary_files: int | None) -> None:
+        units_before, bad_before, binary_before = self.before
+        self.stats.text_units = units_before + units
+        self.stats.bad_bytes = bad_before + bad_bytes
+        skipped = self.corpus.binary_files[:binary_files]
+        self.stats.binary_files_skipped = binary_before + [str(path) for path in skipped]
 
 
 def _reporting(corpus: Corpus, stage: str, report: ProgressCallback) -> Iterable[str]:

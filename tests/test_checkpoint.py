@@ -26,22 +26,44 @@ def long_corpus(tmp_path) -> Path:
     return path
 
 
-def test_stopped_run_resumes_to_identical_vectors(roberta_dir, long_corpus, vocab_file, tmp_path):
+@pytest.fixture()
+def messy_corpus(tmp_path) -> Path:
+    """A folder: a binary file first, then text with an invalid byte on every tenth line."""
+    folder = tmp_path / "messy"
+    folder.mkdir()
+    (folder / "a.dat").write_bytes(b"\0\1\2 binary")
+    lines = [line.encode() for line in CORPUS_LINES * 150]
+    lines[::10] = [line + b" caf\xe9" for line in lines[::10]]
+    (folder / "b.txt").write_bytes(b"\n".join(lines) + b"\n")
+    return folder
+
+
+def test_stopped_run_resumes_to_identical_vectors_and_stats(
+    roberta_dir, messy_corpus, vocab_file, tmp_path
+):
     config = DistillConfig(model=str(roberta_dir), layers="1-2", max_contexts=0, chunk_sentences=8)
-    whole = distill(long_corpus, vocab_file, config)
+    whole = distill(messy_corpus, vocab_file, config)
     stop = threading.Event()
     stop.set()  # stop after the first chunk
     out = tmp_path / "out"
     with pytest.raises(Interrupted, match="resume with: roberta-static distill --resume"):
-        distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+        distill(messy_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
     saved = load_checkpoint(out)
-    assert saved.position.file == 0 and saved.position.offset > 0
-    resumed = distill(long_corpus, vocab_file, config, resume_from=saved)
+    assert saved.position.file == 1 and saved.position.offset > 0
+    # Counted up to the checkpoint's position, not up to what segmentation had read ahead.
+    assert 0 < saved.stats["text_units"] == saved.position.line
+    assert 0 < saved.stats["bad_bytes"] < whole.meta["stats"]["bad_bytes"]
+    resumed = distill(messy_corpus, vocab_file, config, resume_from=saved)
     assert resumed.words == whole.words
     np.testing.assert_array_equal(resumed.vectors, whole.vectors)
     np.testing.assert_array_equal(resumed.counts, whole.counts)
-    for key in ("sentences", "tokens", "windows", "occurrences_used", "sentences_encoded"):
-        assert resumed.meta["stats"][key] == whole.meta["stats"][key], key
+    stats = whole.meta["stats"]
+    assert stats["bad_bytes"] == 90 and stats["binary_files_skipped"] == [
+        str(messy_corpus / "a.dat")
+    ]
+    for key, value in stats.items():
+        if key != "seconds":
+            assert resumed.meta["stats"][key] == value, key
 
 
 def cli(*args):

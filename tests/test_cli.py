@@ -189,6 +189,24 @@ def test_unwritable_output_folder_is_one_line(
     assert not (tmp_path / "locked").exists()
 
 
+def test_skipped_and_repaired_input_is_warned_even_when_quiet(roberta_dir, vocab_file, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    (corpus / "text.txt").write_bytes(b"The cat sat on the mat in Paris, caf\xe9.\n")
+    out = tmp_path / "out"
+    result = run("distill", corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+                 "--out", out, "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "warning: 1 invalid UTF-8 bytes replaced",
+        f"warning: 1 binary files (NUL bytes) skipped: {corpus / 'image.png'}",
+    ]
+    assert StaticVectors.load(out).meta["stats"]["binary_files_skipped"] == [
+        str(corpus / "image.png")
+    ]
+
+
 def test_console_script_and_module_entry_points():
     for command in (
         ["roberta-static", "--help"],

@@ -102,3 +102,14 @@ def test_units_resume_after_a_position(tmp_path, name):
     for cut in (0, 17, 49):
         resumed = [text for text, _ in corpus.units(units[cut][1])]
         assert resumed == [*lines[cut + 1 :], "last file"]
+
+
+def test_mixed_and_lone_cr_newlines_end_lines_and_resume(tmp_path):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(b"alpha one\r\nbeta two\rgamma three\r\rdelta\nepsilon\r")
+    corpus = Corpus([path])
+    units = list(corpus.units())
+    texts = ["alpha one", "beta two", "gamma three", "delta", "epsilon"]
+    assert [text for text, _ in units] == texts
+    for cut in range(len(units)):
+        assert [text for text, _ in corpus.units(units[cut][1])] == texts[cut + 1 :]
