@@ -185,6 +185,12 @@ def _warn(stats: dict) -> None:
     """Input that was skipped or repaired: printed even with --quiet."""
     if stats["bad_bytes"]:
         typer.echo(f"warning: {stats['bad_bytes']:,} invalid UTF-8 bytes replaced", err=True)
+    if stats["batches_recomputed_float32"]:
+        typer.echo(
+            f"warning: {stats['batches_recomputed_float32']:,} batches overflowed to NaN/Inf in "
+            "half precision and were run again in float32 (--dtype float32 avoids the retries)",
+            err=True,
+        )
     binary = stats["binary_files_skipped"]
     if binary:
         listed = ", ".join(binary[:3]) + (f" and {len(binary) - 3:,} more" if len(binary) > 3 else "")

@@ -48,12 +48,29 @@ class Encoder:
         self.max_length = resolve_max_length(model, tokenizer, config.max_length)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
+        self.float32_recomputes = 0
 
     @torch.inference_mode()
     def hidden_states(self, batch: Batch) -> torch.Tensor:
-        """Chosen hidden layers of a batch as float32, shape ``[layers, batch, tokens, hidden]``."""
+        """Chosen hidden layers of a batch as float32, shape ``[layers, batch, tokens, hidden]``.
+
+        A half-precision batch that overflows to NaN or Inf is run again in float32 and counted
+        in ``float32_recomputes``.
+        """
         input_ids = torch.from_numpy(batch.input_ids).to(self.device, non_blocking=True)
         mask = torch.from_numpy(batch.attention_mask).to(self.device, non_blocking=True)
+        states = self._forward(input_ids, mask)
+        # One reduction instead of an elementwise test: a sum is finite only if every term is.
+        if self.dtype != torch.float32 and not torch.isfinite(states.sum()):
+            self.model.float()
+            try:
+                states = self._forward(input_ids, mask)
+            finally:
+                self.model.to(self.dtype)  # float32 back to half precision is exact
+            self.float32_recomputes += 1
+        return states
+
+    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         states = self.model(
             input_ids=input_ids, attention_mask=mask, output_hidden_states=True
         ).hidden_states

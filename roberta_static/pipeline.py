@@ -64,6 +64,7 @@ class RunStats:
     occurrences_used: int = 0
     occurrences_without_subwords: int = 0
     occurrences_too_long: int = 0
+    batches_recomputed_float32: int = 0
     bad_bytes: int = 0
     stopped_early: bool = False
     binary_files_skipped: list[str] = field(default_factory=list)
@@ -210,6 +211,7 @@ class _PassState:
         accumulator.counts.copy_(torch_from(saved.counts, accumulator.counts))
         encoder.subwords.stats = EncodeStats(**saved.encode_stats)
         stats = RunStats(**saved.stats)
+        encoder.float32_recomputes = stats.batches_recomputed_float32
         return cls(saved.position, saved.remaining.copy(), stats, stats.seconds)
 
 
@@ -293,6 +295,7 @@ class _Pass:
         stats.split_sentences = subword_stats.split_sentences
         stats.occurrences_without_subwords = subword_stats.occurrences_without_subwords
         stats.occurrences_too_long = subword_stats.occurrences_too_long
+        stats.batches_recomputed_float32 = self.encoder.float32_recomputes
 
     def _chunks(self, state: _PassState) -> Iterator[_Chunk]:
         """Encoder inputs of the sentences that still hold an entry, a chunk at a time."""
@@ -345,6 +348,7 @@ class _Pass:
             chunk.state.stats,
             tokens=stats.tokens,
             padded_tokens=stats.padded_tokens,
+            batches_recomputed_float32=self.encoder.float32_recomputes,
             seconds=seconds,
         )
         save_checkpoint(

@@ -6,10 +6,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import torch
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from naive import naive_distill
 
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
+from roberta_static.encoder import load_pretrained
+from roberta_static.pipeline import distill_from_model, resolve_inputs
 from roberta_static.vocab import Vocabulary
 
 
@@ -123,6 +126,33 @@ def test_bfloat16_on_cpu_stays_close_to_float32(roberta_dir, corpus_file, vocab_
     assert half.meta["model"]["dtype"] == "bfloat16" and half.vectors.dtype == np.float32
     cosine = (full.vectors * half.vectors).sum(1) / (
         np.linalg.norm(full.vectors, axis=1) * np.linalg.norm(half.vectors, axis=1)
+    )
+    assert cosine.min() > 0.99
+
+
+def overflow_in_half_precision(module, args, output):
+    """Forward hook: the block's output turns to Inf whenever it runs in bfloat16."""
+    hidden = output[0] if isinstance(output, tuple) else output
+    if hidden.dtype != torch.bfloat16:
+        return None
+    hidden = hidden.clone()
+    hidden[..., 0] = float("inf")
+    return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+
+def test_a_half_precision_overflow_is_recomputed_in_float32(roberta_dir, corpus_file, vocab_file):
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", dtype="bfloat16")
+    model, tokenizer = load_pretrained(config)
+    model.encoder.layer[0].register_forward_hook(overflow_in_half_precision)
+    texts, vocab = resolve_inputs(corpus_file, vocab_file, config)
+    vectors = distill_from_model(model, tokenizer, texts, vocab, config)
+    full = distill(corpus_file, vocab_file, config.replace(dtype="float32"))
+    assert np.isfinite(vectors.vectors).all()
+    assert vectors.meta["stats"]["batches_recomputed_float32"] >= 1
+    assert full.meta["stats"]["batches_recomputed_float32"] == 0
+    assert next(model.parameters()).dtype == torch.bfloat16
+    cosine = (full.vectors * vectors.vectors).sum(1) / (
+        np.linalg.norm(full.vectors, axis=1) * np.linalg.norm(vectors.vectors, axis=1)
     )
     assert cosine.min() > 0.99
 
