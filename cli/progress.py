@@ -16,6 +16,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from roberta_static.pipeline import Plan
 from roberta_static.pipeline import Progress as Report
 
 
@@ -49,6 +50,7 @@ class DistillProgress:
             transient=False,
         )
         self._tasks: dict[str, int] = {}
+        self._quiet = disable
 
     def __enter__(self) -> DistillProgress:
         self._progress.__enter__()
@@ -62,8 +64,12 @@ class DistillProgress:
     ) -> None:
         self._progress.__exit__(kind, error, tb)
 
-    def update(self, report: Report) -> None:
-        """Move the bar of ``report.stage`` to the reported position."""
+    def update(self, report: Report | Plan) -> None:
+        """Move the bar of ``report.stage`` to the reported position; print a plan."""
+        if isinstance(report, Plan):
+            if not self._quiet:
+                self._progress.console.print(f"accumulator: {report}")
+            return
         if report.stage not in self._tasks:
             label = "counting words" if report.stage == "count" else "distilling"
             self._tasks[report.stage] = self._progress.add_task(

@@ -73,6 +73,11 @@ class Accumulator:
         self.sums = torch.zeros(n_entries, dim, dtype=torch.float32, device=device)
         self.counts = torch.zeros(n_entries, dtype=torch.int64, device=device)
 
+    @staticmethod
+    def bytes_needed(n_entries: int, dim: int) -> int:
+        """Memory of the float32 sums and int64 counts of ``n_entries`` vectors of width ``dim``."""
+        return n_entries * (dim * 4 + 8)
+
     def add(self, hidden: torch.Tensor, batch: Batch, pool: Pooling, combine: Combine) -> None:
         """Add the occurrences of one batch, given its ``[layers, B, T, H]`` hidden states."""
         device = hidden.device

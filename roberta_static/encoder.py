@@ -155,6 +155,21 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device`` (available RAM for the CPU on Linux), or None where unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo", encoding="ascii") as handle:
+                for line in handle:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+    return None
+
+
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """``auto`` is bfloat16 on CUDA (float16 where bfloat16 is missing) and float32 elsewhere."""
     if dtype != "auto":

@@ -26,7 +26,7 @@ from .checkpoint import (
 )
 from .config import DistillConfig
 from .corpus import START, Corpus, Position
-from .encoder import Encoder, load_pretrained, model_fingerprint
+from .encoder import Encoder, free_memory, load_pretrained, model_fingerprint
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .postprocess import postprocess
 from .prefetch import prefetch
@@ -46,7 +46,25 @@ class Progress:
     tokens: int = 0
 
 
-ProgressCallback = Callable[[Progress], None]
+@dataclass
+class Plan:
+    """Reported once before the pass: the accumulator's size and where it lives."""
+
+    entries: int
+    dim: int
+    accumulator_bytes: int
+    device: str
+    free_bytes: int | None
+
+    def __str__(self) -> str:
+        free = f" ({size_text(self.free_bytes)} free)" if self.free_bytes is not None else ""
+        return (
+            f"{self.entries:,} entries x {self.dim:,} floats = "
+            f"{size_text(self.accumulator_bytes)} on {self.device}{free}"
+        )
+
+
+ProgressCallback = Callable[[Progress | Plan], None]
 
 
 @dataclass
@@ -155,6 +173,7 @@ def distill_from_model(
         )
         if not vocab.entries:
             raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
+    report(_plan(len(vocab), _dim(encoder, config), encoder))
     accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
     if resume_from is not None:
         state = _PassState.restore(resume_from, encoder, accumulator)
@@ -407,16 +426,39 @@ def _add_inputs(
             report(progress)
 
 
+def _plan(n_entries: int, dim: int, encoder: Encoder) -> Plan:
+    """The accumulator's size; refused with advice when the device cannot hold it."""
+    needed = Accumulator.bytes_needed(n_entries, dim)
+    free = free_memory(encoder.device)
+    if free is not None and needed > free:
+        raise ConfigError(
+            f"the accumulator needs {size_text(needed)} ({n_entries:,} entries x {dim:,} floats) "
+            f"but {encoder.device} has {size_text(free)} free; use fewer layers, --combine mean "
+            "or sum instead of concat, or a smaller vocabulary (--max-vocab or a shorter --vocab "
+            "file)"
+        )
+    return Plan(n_entries, dim, needed, str(encoder.device), free)
+
+
+def size_text(n_bytes: int) -> str:
+    """``512 B``, ``3.2 kB``, ``41.0 MB``, ``2.5 GB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:,.1f} {unit}"
+    return f"{n_bytes} B"
+
+
 def _decontextualized(
     encoder: Encoder, vocab: Vocabulary, entry_ids: np.ndarray, config: DistillConfig
 ) -> np.ndarray:
     """Each entry alone through the encoder, with the run's layers and pooling."""
-    accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
+    accumulator = Accumulator(len(entry_ids), _dim(encoder, config), encoder.device)
     sentences = [
-        MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), int(i))]) for i in entry_ids
+        MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), row)])
+        for row, i in enumerate(entry_ids)
     ]
     _add_inputs(encoder, encoder.subwords.encode(sentences), accumulator, config, RunStats())
-    return accumulator.means()[0][entry_ids]
+    return accumulator.means()[0]
 
 
 def decontextualized(

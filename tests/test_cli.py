@@ -207,6 +207,17 @@ def test_skipped_and_repaired_input_is_warned_even_when_quiet(roberta_dir, vocab
     ]
 
 
+def test_distill_prints_the_accumulator_size_before_the_run(
+    roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    result = run("distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir,
+                 "-l", "1,2", "--combine", "concat", "--out", tmp_path / "out")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    entries = len(vocab_file.read_text().splitlines())
+    assert f"accumulator: {entries} entries x 64 floats = " in result.output
+    assert result.output.index("accumulator:") < result.output.index("wrote ")
+
+
 def test_console_script_and_module_entry_points():
     for command in (
         ["roberta-static", "--help"],

@@ -12,7 +12,7 @@ from naive import naive_distill
 
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
 from roberta_static.encoder import load_pretrained
-from roberta_static.pipeline import distill_from_model, resolve_inputs
+from roberta_static.pipeline import Plan, distill_from_model, resolve_inputs
 from roberta_static.vocab import Vocabulary
 
 
@@ -155,6 +155,26 @@ def test_a_half_precision_overflow_is_recomputed_in_float32(roberta_dir, corpus_
         np.linalg.norm(full.vectors, axis=1) * np.linalg.norm(vectors.vectors, axis=1)
     )
     assert cosine.min() > 0.99
+
+
+def test_accumulator_size_is_reported_and_refused_beyond_free_memory(
+    roberta_dir, corpus_file, vocab_file, monkeypatch
+):
+    config = DistillConfig(model=str(roberta_dir), layers="0-2", combine="concat")
+    reports = []
+    vectors = distill(corpus_file, vocab_file, config, progress=reports.append)
+    (plan,) = [r for r in reports if isinstance(r, Plan)]
+    assert (plan.entries, plan.dim, plan.device) == (len(VOCAB_ENTRIES), 96, "cpu")
+    assert plan.accumulator_bytes == len(VOCAB_ENTRIES) * (96 * 4 + 8)
+    assert vectors.dim == plan.dim
+    monkeypatch.setattr("roberta_static.pipeline.free_memory", lambda device: 1000)
+    with pytest.raises(ConfigError) as caught:
+        distill(corpus_file, vocab_file, config)
+    needed = f"{plan.accumulator_bytes / 1e3:.1f} kB"
+    assert str(caught.value).startswith(
+        f"the accumulator needs {needed} ({len(VOCAB_ENTRIES)} entries x 96 floats) but cpu has "
+        "1.0 kB free; use fewer layers, --combine mean or sum instead of concat"
+    )
 
 
 def test_pca_wider_than_the_vectors_is_refused(roberta_dir, corpus_file, vocab_file):
