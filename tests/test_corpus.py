@@ -4,11 +4,19 @@ import bz2
 import gzip
 import json
 import lzma
+import re
+import tempfile
+from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roberta_static.corpus import Corpus, decode
 from roberta_static.errors import CorpusError
+
+corpus_module = "roberta_static.corpus"
 
 
 def test_reads_plain_and_compressed_files_in_order(tmp_path):
@@ -113,3 +121,47 @@ def test_mixed_and_lone_cr_newlines_end_lines_and_resume(tmp_path):
     assert [text for text, _ in units] == texts
     for cut in range(len(units)):
         assert [text for text, _ in corpus.units(units[cut][1])] == texts[cut + 1 :]
+
+
+def expected_units(data: bytes) -> list[str]:
+    """Lines of the file as Python splits them on LF, CRLF and lone CR, blanks dropped."""
+    text = data.decode("utf-8", errors="replace")
+    return [line for line in re.split(r"\r\n|\r|\n", text) if line.strip()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=400),
+        st.lists(st.text(max_size=30), max_size=12).map(lambda ls: "\n".join(ls).encode()),
+        st.lists(st.sampled_from([b"ab", b" ", b"\r", b"\n", b"\xe9", b"\xf0\x9f\x98\x80", b"\0"]),
+                 max_size=60).map(b"".join),
+    )
+)  # fmt: skip
+def test_any_bytes_read_as_their_lines_and_resume_from_every_unit(data):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "random.txt"
+        path.write_bytes(data)
+        corpus = Corpus([path])
+        units = list(corpus.units())
+        if b"\0" in data:
+            assert units == [] and corpus.binary_files == [path]
+            return
+        texts = [text for text, _ in units]
+        assert texts == expected_units(data)
+        assert corpus.bad_bytes == len(data) - len(data.decode("utf-8", errors="ignore").encode())
+        for cut, (_, position) in enumerate(units):
+            assert [text for text, _ in corpus.units(position)] == texts[cut + 1 :]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_characters="\0"), min_size=1, max_size=300))
+def test_long_lines_come_in_bounded_pieces_that_keep_every_character(text):
+    with tempfile.TemporaryDirectory() as folder, mock.patch(f"{corpus_module}.MAX_UNIT_BYTES", 16):
+        path = Path(folder) / "long.txt"
+        path.write_text(text.replace("\n", " ").replace("\r", " "), encoding="utf-8")
+        units = list(Corpus([path]).units())
+        # Cuts fall between characters, so the pieces put back together are the line.
+        kept = "".join(text for text, _ in units)
+        assert kept.split() == text.split()
+        assert all(len(piece.encode()) <= 16 for piece, _ in units)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roberta_static.corpus import split_long
 from roberta_static.errors import ConfigError
@@ -29,3 +31,20 @@ def test_unknown_language_and_pipeline():
         load_segmenter("xx-nope")
     with pytest.raises(ConfigError, match="spacy_model: cannot load 'no_such_pipeline'"):
         load_segmenter("en", "no_such_pipeline")
+
+
+NLP = load_segmenter("en")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=200), min_size=1, max_size=5))
+def test_any_text_segments_into_sentences_that_hold_their_tokens(texts):
+    docs = list(segment(NLP, [(text, number) for number, text in enumerate(texts)]))
+    assert [number for _, number in docs] == list(range(len(texts)))
+    for (doc, _), text in zip(docs, texts, strict=True):
+        assert doc.text == text
+        for sent in doc.sents:
+            assert 0 <= sent.start_char <= sent.end_char <= len(text)
+            assert text[sent.start_char : sent.end_char] == sent.text
+            for token in sent:
+                assert sent.start_char <= token.idx <= token.idx + len(token) <= sent.end_char

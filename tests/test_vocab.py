@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roberta_static.errors import VocabError
 from roberta_static.segment import load_segmenter, segment
@@ -73,3 +75,46 @@ def test_entries_tokenized_differently_alone_still_match():
         ("She moved to the U.S. in May.", [("U.S.", 0)]),
         ("We've seen it.", [("'ve", 1)]),
     ]
+
+
+NLP = load_segmenter("en")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.data())
+def test_matches_in_any_text_lie_inside_their_sentence(text, data):
+    words = text.split()
+    picked = data.draw(st.lists(st.sampled_from(words), max_size=4)) if words else []
+    extra = data.draw(st.lists(st.text(min_size=1, max_size=8), max_size=2))
+    vocab = Vocabulary.from_entries(picked + extra, data.draw(st.sampled_from(["lower", "keep"])))
+    if not vocab.entries:
+        return
+    ((doc, _),) = segment(NLP, [(text, None)])
+    sentences = list(VocabMatcher(NLP, vocab)(doc))
+    assert [s.text for s in sentences] == [s.text for s in doc.sents]
+    for sentence in sentences:
+        assert sentence.spans == sorted(sentence.spans)
+        for start, end, entry_id in sentence.spans:
+            assert 0 <= start < end <= len(sentence.text)
+            assert 0 <= entry_id < len(vocab)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["ab", "ba", "abc", "b", "AB"]), min_size=1, max_size=30), st.data()
+)
+def test_every_occurrence_of_a_word_is_found_once(words, data):
+    entries = data.draw(st.lists(st.sampled_from(["ab", "ba", "abc", "b", "ab ba"]), min_size=1))
+    vocab = Vocabulary.from_entries(entries)
+    text = " ".join(words)
+    ((doc, _),) = segment(NLP, [(text, None)])
+    (sentence,) = VocabMatcher(NLP, vocab)(doc)
+    found = [
+        (sentence.text[start:end].lower(), vocab.entries[i]) for start, end, i in sentence.spans
+    ]
+    assert all(matched == entry for matched, entry in found)
+    lowered = [w.lower() for w in words]
+    for entry in vocab.entries:
+        parts = entry.split()
+        expected = sum(lowered[i : i + len(parts)] == parts for i in range(len(lowered)))
+        assert sum(e == entry for _, e in found) == expected
