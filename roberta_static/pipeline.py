@@ -191,9 +191,10 @@ def distill_from_model(
     stats.entries_found = int(keep.sum())
     if config.fill_unseen == "decontextualized" and not keep.all():
         unseen = np.flatnonzero(~keep)
-        means[unseen] = _decontextualized(encoder, vocab, unseen, config)
-        stats.entries_filled = len(unseen)
-        keep[:] = True
+        filled, embedded = _decontextualized(encoder, vocab, unseen, config)
+        means[unseen[embedded]] = filled[embedded]
+        keep[unseen[embedded]] = True
+        stats.entries_filled = int(embedded.sum())
     if not keep.any():
         raise VocabError(
             f"none of the {len(vocab)} vocabulary entries occurs in the corpus "
@@ -450,15 +451,20 @@ def size_text(n_bytes: int) -> str:
 
 def _decontextualized(
     encoder: Encoder, vocab: Vocabulary, entry_ids: np.ndarray, config: DistillConfig
-) -> np.ndarray:
-    """Each entry alone through the encoder, with the run's layers and pooling."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry alone through the encoder, with the run's layers and pooling.
+
+    Returns the vectors and whether each entry could be embedded: one longer than the model's
+    input limit cannot, and its row is zero.
+    """
     accumulator = Accumulator(len(entry_ids), _dim(encoder, config), encoder.device)
     sentences = [
         MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), row)])
         for row, i in enumerate(entry_ids)
     ]
     _add_inputs(encoder, encoder.subwords.encode(sentences), accumulator, config, RunStats())
-    return accumulator.means()[0]
+    vectors, counts = accumulator.means()
+    return vectors, counts > 0
 
 
 def decontextualized(
@@ -466,12 +472,14 @@ def decontextualized(
 ) -> StaticVectors:
     """Every entry embedded alone, without a corpus (the baseline model2vec-style tools use).
 
-    Counts are 0; the layers, pooling and post-processing of ``config`` apply.
+    Counts are 0; the layers, pooling and post-processing of ``config`` apply. Entries longer
+    than the model's input limit are left out.
     """
     encoder = Encoder(model, tokenizer, config)
-    vectors = _decontextualized(encoder, vocab, np.arange(len(vocab)), config)
+    vectors, embedded = _decontextualized(encoder, vocab, np.arange(len(vocab)), config)
     meta = {"config": config.to_dict(), "method": "decontextualized"}
-    result = StaticVectors(list(vocab.entries), vectors, np.zeros(len(vocab), dtype=np.int64), meta)
+    words = [entry for entry, ok in zip(vocab.entries, embedded, strict=True) if ok]
+    result = StaticVectors(words, vectors[embedded], np.zeros(len(words), dtype=np.int64), meta)
     if config.postprocessing.is_identity:
         return result
     return postprocess(result, config.postprocessing)

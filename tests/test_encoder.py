@@ -72,3 +72,16 @@ def test_unavailable_device_and_too_long_max_length(roberta_dir):
     model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
     with pytest.raises(ConfigError, match="max_length: 100 exceeds this model's limit of 64"):
         Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=100))
+
+
+def test_tokenizer_without_a_fast_version_is_refused(roberta_dir):
+    from transformers import RobertaTokenizer
+
+    from roberta_static.encoder import Encoder
+
+    slow = RobertaTokenizer.from_pretrained(roberta_dir)
+    if slow.is_fast:
+        pytest.skip("this transformers version has no Python (slow) RoBERTa tokenizer")
+    model = AutoModel.from_pretrained(roberta_dir)
+    with pytest.raises(ModelLoadError, match="tokenizer RobertaTokenizer has no fast"):
+        Encoder(model, slow, DistillConfig(model=str(roberta_dir)))

@@ -12,7 +12,7 @@ from naive import naive_distill
 
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
 from roberta_static.encoder import load_pretrained
-from roberta_static.pipeline import Plan, distill_from_model, resolve_inputs
+from roberta_static.pipeline import Plan, decontextualized, distill_from_model, resolve_inputs
 from roberta_static.vocab import Vocabulary
 
 
@@ -76,6 +76,26 @@ def test_fill_unseen_decontextualized(roberta_dir, corpus_file, vocab_file):
     alone = naive_distill(roberta_dir, ["zebra"], ["zebra"], [1], "mean", "mean")
     np.testing.assert_allclose(vectors["zebra"], alone["zebra"][0], atol=1e-5)
     assert vectors.meta["stats"]["entries_filled"] == 1
+
+
+def test_entries_longer_than_the_model_limit_are_counted_never_zero_filled(roberta_dir, tmp_path):
+    phrase = " ".join(["garden"] * 300)
+    word = "x" * 3000
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(f"The cat sat. {phrase} .\nA {word} here, and the cat.\n")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(f"cat\n{word}\n{phrase}\n日本\n")
+    for fill in ("none", "decontextualized"):
+        config = DistillConfig(model=str(roberta_dir), layers="1", fill_unseen=fill)
+        vectors = distill(corpus, vocab, config)
+        filled = ["日本"] if fill == "decontextualized" else []
+        assert vectors.words == ["cat", *filled] and vectors.counts[0] == 2
+        assert np.linalg.norm(vectors.vectors, axis=1).min() > 0
+        assert vectors.meta["stats"]["occurrences_too_long"] == 2
+        assert vectors.meta["stats"]["entries_filled"] == len(filled)
+    model, tokenizer = load_pretrained(config)
+    alone = decontextualized(model, tokenizer, Vocabulary.from_file(vocab), config)
+    assert alone.words == ["cat", "日本"]
 
 
 def test_vocabulary_built_from_corpus(roberta_dir, corpus_file):
