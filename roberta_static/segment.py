@@ -45,7 +45,23 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
 
 
 def segment(
-    nlp: Language, units: Iterable[tuple[str, Context]], batch_size: int = 256
+    nlp: Language,
+    units: Iterable[tuple[str, Context]],
+    batch_size: int = 256,
+    batch_chars: int = 1_000_000,
 ) -> Iterator[tuple[Doc, Context]]:
-    """Run the pipeline over ``(text, context)`` pairs, streaming; Docs have sentence boundaries."""
-    yield from nlp.pipe(units, as_tuples=True, batch_size=batch_size)
+    """Run the pipeline over ``(text, context)`` pairs, streaming; Docs have sentence boundaries.
+
+    A batch holds at most ``batch_size`` texts and, past its first text, ``batch_chars``
+    characters: ``nlp.pipe`` keeps a whole batch of Docs alive, so long texts get small batches.
+    """
+    batch: list[tuple[str, Context]] = []
+    chars = 0
+    for text, context in units:
+        if batch and (len(batch) == batch_size or chars + len(text) > batch_chars):
+            yield from nlp.pipe(batch, as_tuples=True, batch_size=len(batch))
+            batch, chars = [], 0
+        batch.append((text, context))
+        chars += len(text)
+    if batch:
+        yield from nlp.pipe(batch, as_tuples=True, batch_size=len(batch))
