@@ -10,7 +10,7 @@ Input: gensim's Wikipedia excerpt + lee_background.cor (2.6 MB), the SimLex-999 
 vocabulary, the offline all-MiniLM-L6-v2 on CPU (or ``--model``). ``--scaling`` adds runs on the
 corpus repeated x1, x2, x4, each in a fresh process, for time and peak memory.
 
-Usage: python benchmarks/throughput.py [--model PATH] [--baseline-words 30] [--scaling]
+Usage: python benchmarks/throughput.py [--model PATH] [--baseline-words 30] [--scaling | --scaling-only]
 """
 
 from __future__ import annotations
@@ -175,7 +175,8 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--baseline-words", type=int, default=30)
-    parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--scaling", action="store_true", help="add the scaling runs")
+    parser.add_argument("--scaling-only", action="store_true", help="only the scaling runs")
     parser.add_argument(
         "--scaling-lines", type=int, default=1000, help="corpus lines per x1 of the scaling run"
     )
@@ -186,19 +187,27 @@ def main() -> None:
         scaling_child(model_path, args.scaling_child, args.scaling_lines)
         return
     print(f"hardware: {hardware()}")
+    if not args.scaling_only:
+        compare(model_path, args.dtype, args.baseline_words)
+    if args.scaling or args.scaling_only:
+        scaling(model_path, args.scaling_lines)
+
+
+def compare(model_path: str, dtype: str, baseline_words: int) -> None:
+    """(a), (b) and (c) on the same input."""
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = Path(tmp) / "corpus.txt"
         lines = write_corpus(corpus_file)
         words = dataset_words()
         vocab = Vocabulary.from_entries(words)
-        config = DistillConfig(model=model_path, dtype=args.dtype)
+        config = DistillConfig(model=model_path, dtype=dtype)
         model, tokenizer = load_pretrained(config)
         vectors, ours_seconds, batches = run_ours(model, tokenizer, corpus_file, vocab, config)
         rss = peak_rss_mb()
         device_mb = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
         encoder_seconds = run_encoder_alone(model, tokenizer, config, batches)
     stats = vectors.meta["stats"]
-    sample = random.Random(0).sample(words, min(args.baseline_words, len(words)))
+    sample = random.Random(0).sample(words, min(baseline_words, len(words)))
     original_seconds, passes = run_original(model_path, lines, sample)
 
     ours_wps = len(words) / ours_seconds
@@ -226,29 +235,32 @@ def main() -> None:
         f"{stats['sentences_without_entries'] / stats['sentences']:.1%}; stopped early: {stats['stopped_early']}"
     )
     print(f"peak RSS {rss:,.0f} MB; peak device memory {device_mb:,.0f} MB")
-    if args.scaling:
-        for repeat in (1, 2, 4):
-            result = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--model",
-                    model_path,
-                    "--scaling-child",
-                    str(repeat),
-                    "--scaling-lines",
-                    str(args.scaling_lines),
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            row = json.loads(result.stdout.strip().splitlines()[-1])
-            print(
-                f"scaling x{repeat}: {row['bytes']:,} bytes, {row['tokens']:,} tokens, {row['seconds']:.1f} s "
-                f"({row['tokens'] / row['seconds']:,.0f} tokens/s), peak RSS {row['peak_rss_mb']:,.0f} MB "
-                f"(after model load {row['rss_after_load_mb']:,.0f} MB)"
-            )
+
+
+def scaling(model_path: str, lines: int) -> None:
+    """The corpus repeated x1, x2, x4, each in a fresh process: time and peak memory."""
+    for repeat in (1, 2, 4):
+        result = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--model",
+                model_path,
+                "--scaling-child",
+                str(repeat),
+                "--scaling-lines",
+                str(lines),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        row = json.loads(result.stdout.strip().splitlines()[-1])
+        print(
+            f"scaling x{repeat}: {row['bytes']:,} bytes, {row['tokens']:,} tokens, {row['seconds']:.1f} s "
+            f"({row['tokens'] / row['seconds']:,.0f} tokens/s), peak RSS {row['peak_rss_mb']:,.0f} MB "
+            f"(after model load {row['rss_after_load_mb']:,.0f} MB)"
+        )
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def distill_command(
     combine: Combine = COMBINE,
     pool: Pool = POOL,
     max_contexts: int = MAX_CONTEXTS,
-    batch_tokens: int = BATCH_TOKENS,
+    batch_tokens: int | None = BATCH_TOKENS,
     max_length: int | None = MAX_LENGTH,
     device: Device = DEVICE,
     dtype: DType = DTYPE,

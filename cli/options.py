@@ -31,7 +31,7 @@ LAYERS = Opt(default("layers"), "--layers", "-l", help="Hidden layers: all, or i
 COMBINE = Opt(default("combine"), help="Combine the chosen layers")
 POOL = Opt(default("pool"), help="Pool a word's subword vectors")
 MAX_CONTEXTS = Opt(default("max_contexts"), help="Occurrences used per entry, in corpus order; 0 = all")
-BATCH_TOKENS = Opt(default("batch_tokens"), help="Token budget of one encoder batch, padding included")
+BATCH_TOKENS = Opt(default("batch_tokens"), help="Token budget of one encoder batch, padding included [default: 8192 on CPU, sized from free memory on GPU]", show_default=False)
 MAX_LENGTH = Opt(None, help="Longest encoder input in tokens [default: the model's limit]")
 DEVICE = Opt(default("device"), help="auto = CUDA, then MPS, then CPU")
 DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA, float32 elsewhere")

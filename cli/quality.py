@@ -102,7 +102,7 @@ def sweep_command(
     dataset: list[str] = DATASETS,
     pool: Pool = POOL,
     max_contexts: int = MAX_CONTEXTS,
-    batch_tokens: int = BATCH_TOKENS,
+    batch_tokens: int | None = BATCH_TOKENS,
     max_length: int | None = MAX_LENGTH,
     device: Device = DEVICE,
     dtype: DType = DTYPE,

@@ -7,6 +7,7 @@ import torch
 
 from .batching import Batch
 from .config import Combine, Pooling
+from .encoder import to_device
 
 
 def pool_occurrences(
@@ -80,9 +81,8 @@ class Accumulator:
 
     def add(self, hidden: torch.Tensor, batch: Batch, pool: Pooling, combine: Combine) -> None:
         """Add the occurrences of one batch, given its ``[layers, B, T, H]`` hidden states."""
-        device = hidden.device
         rows, starts, ends, entries = (
-            torch.from_numpy(a).to(device, non_blocking=True)
+            to_device(a, hidden.device)
             for a in (batch.rows, batch.starts, batch.ends, batch.entries)
         )
         vectors = combine_layers(pool_occurrences(hidden, rows, starts, ends, pool), combine)

@@ -203,16 +203,27 @@ def choose_windows(occurrences: np.ndarray, starts: list[int], window: int) -> n
     return np.where(fits, best, -1)
 
 
-def make_batches(inputs: Sequence[EncoderInput], batch_tokens: int, pad_id: int) -> Iterator[Batch]:
-    """Group inputs into padded batches of at most ``batch_tokens`` tokens, shortest first."""
+def make_batches(
+    inputs: Sequence[EncoderInput], batch_tokens: int, pad_id: int, max_padding: float = 0.1
+) -> Iterator[Batch]:
+    """Group inputs into padded batches, shortest first.
+
+    A batch holds at most ``batch_tokens`` tokens, padding included, and at most a ``max_padding``
+    share of padding: inputs are sorted by length, and a longer one starts a new batch when padding
+    the batch to its length would pass either limit.
+    """
     order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].ids))
     group: list[EncoderInput] = []
+    real = 0
     for i in order:
         item = inputs[i]
-        if group and (len(group) + 1) * len(item.ids) > batch_tokens:
+        width = len(item.ids)
+        padded = (len(group) + 1) * width
+        if group and (padded > batch_tokens or padded - real - width > max_padding * padded):
             yield _pad(group, pad_id)
-            group = []
+            group, real = [], 0
         group.append(item)
+        real += width
     if group:
         yield _pad(group, pad_id)
 

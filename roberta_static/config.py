@@ -78,7 +78,8 @@ class DistillConfig:
         combine: How the chosen layers are combined: ``mean``, ``sum`` or ``concat``.
         pool: How an occurrence's subwords are pooled: ``mean``, ``first``, ``last``, ``max``.
         max_contexts: Occurrences used per entry, in corpus order (0 = all).
-        batch_tokens: Token budget of one encoder batch, padding included.
+        batch_tokens: Token budget of one encoder batch, padding included (default: 8,192 on the
+            CPU; on CUDA sized from the free device memory).
         chunk_sentences: Sentences tokenized, length-sorted and batched together (also the
             granularity of checkpoints).
         max_length: Longest encoder input in tokens (default: the model's limit).
@@ -109,7 +110,7 @@ class DistillConfig:
     combine: Combine = "mean"
     pool: Pooling = "mean"
     max_contexts: int = 2000
-    batch_tokens: int = 8192
+    batch_tokens: int | None = None
     chunk_sentences: int = 2048
     max_length: int | None = None
     device: Device = "auto"
@@ -138,20 +139,15 @@ class DistillConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
-        for name, minimum in (
-            ("max_contexts", 0),
-            ("batch_tokens", 1),
-            ("chunk_sentences", 1),
-            ("min_count", 1),
-        ):
+        for name, minimum in (("max_contexts", 0), ("chunk_sentences", 1), ("min_count", 1)):
             if getattr(self, name) < minimum:
                 raise ConfigError(f"{name}: must be >= {minimum}, got {getattr(self, name)}")
-        for name in ("max_length", "max_vocab"):
+        for name in ("batch_tokens", "max_length", "max_vocab"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name}: must be >= 1 or unset, got {value}")
         PostProcessing(self.center, self.remove_top_pcs, self.pca, self.normalize)  # validates
-        if self.max_length is not None and self.max_length > self.batch_tokens:
+        if None not in (self.max_length, self.batch_tokens) and self.max_length > self.batch_tokens:
             raise ConfigError(
                 f"batch_tokens ({self.batch_tokens}) must hold one sequence of max_length "
                 f"({self.max_length})"

@@ -10,6 +10,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -20,6 +21,9 @@ from .errors import ConfigError, ModelLoadError
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 _SANE_LENGTH = 1_000_000  # tokenizers without a known limit report about 1e30
+CPU_BATCH_TOKENS = 8192
+MAX_GPU_BATCH_TOKENS = 131_072  # past this, larger batches no longer speed up a GPU
+GPU_MEMORY_SHARE = 0.5  # of the free memory, for one batch's activations
 
 
 class Encoder:
@@ -46,6 +50,7 @@ class Encoder:
         self.dtype = resolve_dtype(config.dtype, self.device)
         self.model = truncate_layers(model, max(self.layers)).to(self.device, self.dtype).eval()
         self.max_length = resolve_max_length(model, tokenizer, config.max_length)
+        self.batch_tokens = resolve_batch_tokens(config.batch_tokens, self)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
         self.float32_recomputes = 0
@@ -57,8 +62,8 @@ class Encoder:
         A half-precision batch that overflows to NaN or Inf is run again in float32 and counted
         in ``float32_recomputes``.
         """
-        input_ids = torch.from_numpy(batch.input_ids).to(self.device, non_blocking=True)
-        mask = torch.from_numpy(batch.attention_mask).to(self.device, non_blocking=True)
+        input_ids = to_device(batch.input_ids, self.device)
+        mask = to_device(batch.attention_mask, self.device)
         states = self._forward(input_ids, mask)
         # One reduction instead of an elementwise test: a sum is finite only if every term is.
         if self.dtype != torch.float32 and not torch.isfinite(states.sum()):
@@ -75,6 +80,14 @@ class Encoder:
             input_ids=input_ids, attention_mask=mask, output_hidden_states=True
         ).hidden_states
         return torch.stack([states[layer] for layer in self.layers]).float()
+
+
+def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host array on ``device``; through pinned memory on CUDA, so the copy runs asynchronously."""
+    tensor = torch.from_numpy(array)
+    if device.type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
@@ -168,6 +181,34 @@ def free_memory(device: torch.device) -> int | None:
         except OSError:
             return None
     return None
+
+
+def resolve_batch_tokens(requested: int | None, encoder: Encoder) -> int:
+    """The requested budget, else 8,192 on the CPU and a share of the free memory on CUDA."""
+    if requested is not None:
+        return requested
+    free = free_memory(encoder.device) if encoder.device.type == "cuda" else None
+    if free is None:
+        return max(CPU_BATCH_TOKENS, encoder.max_length)
+    fits = int(free * GPU_MEMORY_SHARE) // activation_bytes_per_token(encoder)
+    return max(encoder.max_length, min(fits // 1024 * 1024, MAX_GPU_BATCH_TOKENS))
+
+
+def activation_bytes_per_token(encoder: Encoder) -> int:
+    """Device memory one input token needs during a forward pass, generously counted.
+
+    Every hidden state up to the top chosen layer is kept (``output_hidden_states``), one block's
+    query/key/value and feed-forward activations are alive at a time (counted twice for the
+    kernels' scratch), and the chosen layers are stacked and copied to float32.
+    """
+    config = encoder.model.config
+    hidden = encoder.hidden_size
+    intermediate = int(getattr(config, "intermediate_size", 4 * hidden))
+    size = torch.finfo(encoder.dtype).bits // 8
+    kept = (max(encoder.layers) + 1) * hidden * size
+    block = 2 * (3 * hidden + intermediate) * size
+    chosen = len(encoder.layers) * hidden * (size + 4)
+    return kept + block + chosen
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:

@@ -416,7 +416,7 @@ def _add_inputs(
     corpus: Corpus | None = None,
 ) -> None:
     """Batch the inputs by the token budget, run the encoder, and accumulate."""
-    for batch in make_batches(inputs, config.batch_tokens, encoder.subwords.pad_id):
+    for batch in make_batches(inputs, encoder.batch_tokens, encoder.subwords.pad_id):
         accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
         stats.tokens += batch.real_tokens
         stats.padded_tokens += int(batch.input_ids.size)
@@ -551,6 +551,7 @@ def _metadata(
             "hidden_size": encoder.hidden_size,
             "layers_used": list(encoder.layers),
             "max_length": encoder.max_length,
+            "batch_tokens": encoder.batch_tokens,
             "device": str(encoder.device),
             "dtype": str(encoder.dtype).removeprefix("torch."),
             **model_fingerprint(config.model, model),

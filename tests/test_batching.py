@@ -67,3 +67,18 @@ def test_make_batches_respect_budget_and_keep_every_input():
     assert all(b.input_ids.size <= 16 for b in batches)
     assert sorted(e for b in batches for e in b.entries.tolist()) == [0, 1, 2, 3, 4]
     assert sum(b.real_tokens for b in batches) == 27
+
+
+def test_batches_keep_padding_under_the_bound():
+    lengths = [10, 10, 11, 12, 20, 21, 22, 60, 61, 100]
+    inputs = [
+        EncoderInput(np.arange(n, dtype=np.int64), np.array([[0, 1, i]]))
+        for i, n in enumerate(lengths)
+    ]
+    batches = list(make_batches(inputs, batch_tokens=10_000, pad_id=-1, max_padding=0.1))
+    shapes = [b.input_ids.shape for b in batches]
+    assert shapes == [(3, 11), (1, 12), (3, 22), (2, 61), (1, 100)]
+    assert all(1 - b.real_tokens / b.input_ids.size <= 0.1 for b in batches)
+    # Without the bound, the budget alone decides: one batch padded to the longest input.
+    (single,) = make_batches(inputs, batch_tokens=10_000, pad_id=-1, max_padding=1.0)
+    assert single.input_ids.shape == (10, 100)

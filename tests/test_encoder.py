@@ -85,3 +85,23 @@ def test_tokenizer_without_a_fast_version_is_refused(roberta_dir):
     model = AutoModel.from_pretrained(roberta_dir)
     with pytest.raises(ModelLoadError, match="tokenizer RobertaTokenizer has no fast"):
         Encoder(model, slow, DistillConfig(model=str(roberta_dir)))
+
+
+def test_batch_budget_is_8192_on_cpu_and_sized_from_free_memory_on_cuda(roberta_dir, monkeypatch):
+    from roberta_static import encoder as encoder_module
+    from roberta_static.encoder import Encoder, activation_bytes_per_token, resolve_batch_tokens
+
+    model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
+    encoder = Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), layers="1-2"))
+    assert encoder.batch_tokens == 8192
+    assert resolve_batch_tokens(300, encoder) == 300
+    # Every hidden state to layer 2, one block's activations twice, two layers stacked in float32.
+    assert activation_bytes_per_token(encoder) == 3 * 32 * 4 + 2 * (3 * 32 + 64) * 4 + 2 * 32 * 8
+    encoder.device = torch.device("cuda")  # only the free memory is asked of it
+    monkeypatch.setattr(encoder_module, "free_memory", lambda device: 10 * 2**20)
+    per_token = activation_bytes_per_token(encoder)
+    assert resolve_batch_tokens(None, encoder) == (5 * 2**20 // per_token) // 1024 * 1024
+    monkeypatch.setattr(encoder_module, "free_memory", lambda device: 80 * 2**30)
+    assert resolve_batch_tokens(None, encoder) == 131_072
+    monkeypatch.setattr(encoder_module, "free_memory", lambda device: 1000)
+    assert resolve_batch_tokens(None, encoder) == encoder.max_length
