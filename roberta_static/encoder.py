@@ -83,7 +83,7 @@ class Encoder:
 
 
 def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    """A host array on ``device``; through pinned memory on CUDA, so the copy runs asynchronously."""
+    """A host array on ``device``; through pinned memory on CUDA, so the copy is asynchronous."""
     tensor = torch.from_numpy(array)
     if device.type == "cuda":
         tensor = tensor.pin_memory()
