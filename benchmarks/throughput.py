@@ -10,7 +10,8 @@ Input: gensim's Wikipedia excerpt + lee_background.cor (2.6 MB), the SimLex-999 
 vocabulary, the offline all-MiniLM-L6-v2 on CPU (or ``--model``). ``--scaling`` adds runs on the
 corpus repeated x1, x2, x4, each in a fresh process, for time and peak memory.
 
-Usage: python benchmarks/throughput.py [--model PATH] [--baseline-words 30] [--scaling | --scaling-only]
+Usage: python benchmarks/throughput.py [--model PATH | --random-roberta-base] [--dtype D]
+       [--baseline-words 30] [--peak-tflops T] [--scaling | --scaling-only]
 """
 
 from __future__ import annotations
@@ -40,7 +41,48 @@ from roberta_static.vocab import Vocabulary
 
 
 def peak_rss_mb() -> float:
+    """This process's peak RSS. Linux's VmHWM starts afresh at exec; ru_maxrss keeps the peak of
+    the parent that forked it, which would hide a scaling child's own peak."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build_random_roberta_base(folder: Path, lines: list[str]) -> str:
+    """``RobertaConfig()`` defaults with random weights (roberta-base's arithmetic) and a
+    byte-level BPE tokenizer trained on the corpus, saved the way a downloaded model is."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        lines, vocab_size=50_265, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    )
+    bpe.save_model(str(folder))
+    tokenizer = RobertaTokenizerFast(
+        str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=512
+    )
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = RobertaConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    RobertaModel(config).eval().save_pretrained(folder)
+    return str(folder)
+
+
+def flops_per_token(model, tokens: int, padded_tokens: int, batches: list) -> float:
+    """Model FLOPs per real token: 2 x non-embedding parameters, plus attention's two matmuls
+    (4 x layers x hidden x sequence length per padded token)."""
+    embedding = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
+    dense = 2 * (sum(p.numel() for p in model.parameters()) - embedding) * padded_tokens
+    layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
+    attention = sum(4 * layers * hidden * b.input_ids.shape[1] * b.input_ids.size for b in batches)
+    return (dense + attention) / tokens
 
 
 def hardware() -> str:
@@ -180,6 +222,12 @@ def main() -> None:
     parser.add_argument(
         "--scaling-lines", type=int, default=1000, help="corpus lines per x1 of the scaling run"
     )
+    parser.add_argument(
+        "--random-roberta-base",
+        action="store_true",
+        help="instead of --model: RobertaConfig() with random weights, BPE trained on the corpus",
+    )
+    parser.add_argument("--peak-tflops", type=float, help="the device's peak, for model FLOP use")
     parser.add_argument("--scaling-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     model_path = args.model or minilm_path()
@@ -188,16 +236,21 @@ def main() -> None:
         return
     print(f"hardware: {hardware()}")
     if not args.scaling_only:
-        compare(model_path, args.dtype, args.baseline_words)
+        model = None if args.random_roberta_base else model_path
+        compare(model, args.dtype, args.baseline_words, args.peak_tflops)
     if args.scaling or args.scaling_only:
         scaling(model_path, args.scaling_lines)
 
 
-def compare(model_path: str, dtype: str, baseline_words: int) -> None:
-    """(a), (b) and (c) on the same input."""
+def compare(
+    model_path: str | None, dtype: str, baseline_words: int, peak_tflops: float | None
+) -> None:
+    """(a), (b) and (c) on the same input; without ``model_path``, a random roberta-base."""
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = Path(tmp) / "corpus.txt"
         lines = write_corpus(corpus_file)
+        if model_path is None:
+            model_path = build_random_roberta_base(Path(tmp) / "roberta-base-random", lines)
         words = dataset_words()
         vocab = Vocabulary.from_entries(words)
         config = DistillConfig(model=model_path, dtype=dtype)
@@ -206,9 +259,10 @@ def compare(model_path: str, dtype: str, baseline_words: int) -> None:
         rss = peak_rss_mb()
         device_mb = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
         encoder_seconds = run_encoder_alone(model, tokenizer, config, batches)
-    stats = vectors.meta["stats"]
-    sample = random.Random(0).sample(words, min(baseline_words, len(words)))
-    original_seconds, passes = run_original(model_path, lines, sample)
+        stats = vectors.meta["stats"]
+        sample = random.Random(0).sample(words, min(baseline_words, len(words)))
+        original_seconds, passes = run_original(model_path, lines, sample)
+        per_token = flops_per_token(model, stats["tokens"], stats["padded_tokens"], batches)
 
     ours_wps = len(words) / ours_seconds
     original_wps = len(sample) / original_seconds
@@ -235,6 +289,13 @@ def compare(model_path: str, dtype: str, baseline_words: int) -> None:
         f"{stats['sentences_without_entries'] / stats['sentences']:.1%}; stopped early: {stats['stopped_early']}"
     )
     print(f"peak RSS {rss:,.0f} MB; peak device memory {device_mb:,.0f} MB")
+    achieved = per_token * stats["tokens"] / ours_seconds / 1e12
+    use = (
+        f", {achieved / peak_tflops:.1%} of the {peak_tflops:g} TFLOP/s peak" if peak_tflops else ""
+    )
+    print(
+        f"model FLOPs: {per_token / 1e6:,.1f} M per token; {achieved:.3f} TFLOP/s end to end{use}"
+    )
 
 
 def scaling(model_path: str, lines: int) -> None:
