@@ -26,6 +26,14 @@ def long_corpus(tmp_path) -> Path:
     return path
 
 
+def checkpoint_first_chunk(corpus, vocab, config, out: Path) -> None:
+    """Run until the first chunk is done, then stop with a checkpoint in ``out``."""
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Interrupted, match="resume with: roberta-static distill --resume"):
+        distill(corpus, vocab, config, checkpointing=Checkpointing(out, 0, stop))
+
+
 @pytest.fixture()
 def messy_corpus(tmp_path) -> Path:
     """A folder: a binary file first, then text with an invalid byte on every tenth line."""
@@ -43,11 +51,8 @@ def test_stopped_run_resumes_to_identical_vectors_and_stats(
 ):
     config = DistillConfig(model=str(roberta_dir), layers="1-2", max_contexts=0, chunk_sentences=8)
     whole = distill(messy_corpus, vocab_file, config)
-    stop = threading.Event()
-    stop.set()  # stop after the first chunk
     out = tmp_path / "out"
-    with pytest.raises(Interrupted, match="resume with: roberta-static distill --resume"):
-        distill(messy_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    checkpoint_first_chunk(messy_corpus, vocab_file, config, out)
     saved = load_checkpoint(out)
     assert saved.position.file == 1 and saved.position.offset > 0
     # Counted up to the checkpoint's position, not up to what segmentation had read ahead.
@@ -117,11 +122,8 @@ def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, voc
 
 def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, vocab_file, tmp_path):
     config = DistillConfig(model=str(roberta_dir), layers="1-2", chunk_sentences=8)
-    stop = threading.Event()
-    stop.set()
     out = tmp_path / "out"
-    with pytest.raises(Interrupted):
-        distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
     changed = subprocess.run(
         cli(
             long_corpus,
@@ -164,17 +166,16 @@ def test_failed_checkpoint_write_keeps_the_previous_one(
     roberta_dir, long_corpus, vocab_file, tmp_path, monkeypatch
 ):
     config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
-    stop = threading.Event()
-    stop.set()
     out = tmp_path / "out"
-    with pytest.raises(Interrupted):
-        distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
     first = load_checkpoint(out)
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(np, "save", no_space)
+    stop = threading.Event()
+    stop.set()
     with pytest.raises(OutputError, match=r"\.checkpoint: writing failed \(No space left"):
         distill(
             long_corpus,
