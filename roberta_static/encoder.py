@@ -112,6 +112,12 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
     options: dict[str, Any] = {"trust_remote_code": config.trust_remote_code}
     if path.is_dir():
         options["local_files_only"] = True
+        pickled_only = not any(path.glob("*.safetensors")) and any(path.glob("pytorch_model*.bin"))
+        if pickled_only and not config.allow_pickle:
+            raise ModelLoadError(
+                f"{name}: only pickled weights (pytorch_model.bin), which can run code when "
+                "loaded; pass --allow-pickle if you trust them"
+            )
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **options)
         model = AutoModel.from_pretrained(

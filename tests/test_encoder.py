@@ -44,7 +44,7 @@ def test_pickled_weights_need_opt_in(roberta_dir, tmp_path):
             (tmp_path / source.name).write_bytes(source.read_bytes())
     torch.save(AutoModel.from_pretrained(roberta_dir).state_dict(), tmp_path / "pytorch_model.bin")
     assert not (tmp_path / "model.safetensors").exists()
-    with pytest.raises(ModelLoadError):
+    with pytest.raises(ModelLoadError, match="only pickled weights .* pass --allow-pickle"):
         load_pretrained(DistillConfig(model=str(tmp_path)))
     loaded, _ = load_pretrained(DistillConfig(model=str(tmp_path), allow_pickle=True))
     assert loaded.config.num_hidden_layers == 2
