@@ -19,8 +19,7 @@ FillUnseen = choices("FillUnseen", _CHOICES["fill_unseen"])
 
 def default(option: str) -> Any:
     """The ``DistillConfig`` default of an option, as the command line writes it."""
-    value = next(f.default for f in dataclasses.fields(DistillConfig) if f.name == option)
-    return value
+    return next(f.default for f in dataclasses.fields(DistillConfig) if f.name == option)
 
 
 # fmt: off

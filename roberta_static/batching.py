@@ -66,7 +66,6 @@ class EncodeStats:
     sentences_encoded: int = 0
     windows: int = 0
     split_sentences: int = 0
-    occurrences: int = 0
     occurrences_without_subwords: int = 0
     occurrences_too_long: int = 0
 
@@ -91,7 +90,6 @@ class SubwordEncoder:
         self.window = max_length - len(self.prefix) - len(self.suffix)
         if self.window < 2:
             raise ValueError(f"max_length {max_length} leaves no room beside the special tokens")
-        self.max_length = max_length
         self.pad_id = pad_id
         self.stats = EncodeStats()
 
@@ -107,7 +105,6 @@ class SubwordEncoder:
             spans = np.asarray(sentence.spans, dtype=np.int64).reshape(-1, 3)
             offsets = np.asarray(encoding.offsets).reshape(-1, 2) - len(self._lead)
             occurrences = locate_subwords(offsets, spans)
-            self.stats.occurrences += len(spans)
             has_subwords = occurrences[:, 1] > occurrences[:, 0]
             self.stats.occurrences_without_subwords += int((~has_subwords).sum())
             inputs.extend(self._windows(ids, occurrences[has_subwords]))
@@ -198,7 +195,7 @@ def choose_windows(occurrences: np.ndarray, starts: list[int], window: int) -> n
     begin = np.asarray(starts)[None, :]
     first, end = occurrences[:, :1], occurrences[:, 1:2]
     margin = np.minimum(first - begin, begin + window - end)
-    best = margin.argmax(axis=1) if len(starts) else np.zeros(len(occurrences), dtype=np.int64)
+    best = margin.argmax(axis=1)
     fits = margin[np.arange(len(occurrences)), best] >= 0
     return np.where(fits, best, -1)
 
