@@ -526,8 +526,10 @@ class _Marks:
         units_before, bad_before, binary_before = self.before
         self.stats.text_units = units_before + units
         self.stats.bad_bytes = bad_before + bad_bytes
-        skipped = self.corpus.binary_files[:binary_files]
-        self.stats.binary_files_skipped = binary_before + [str(path) for path in skipped]
+        seen = len(self.corpus.binary_files) if binary_files is None else binary_files
+        if len(self.stats.binary_files_skipped) != len(binary_before) + seen:  # rare: not per unit
+            skipped = self.corpus.binary_files[:seen]
+            self.stats.binary_files_skipped = binary_before + [str(path) for path in skipped]
 
 
 def _reporting(corpus: Corpus, stage: str, report: ProgressCallback) -> Iterable[str]:
