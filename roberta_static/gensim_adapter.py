@@ -64,14 +64,16 @@ def write_exports(
 ) -> list[Path]:
     """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``) into ``folder``."""
     written = []
+    keyed: dict[str | None, KeyedVectors] = {}  # one build per phrase spelling
     for fmt in formats:
         path = folder / EXPORT_FILES[fmt]
+        joiner = None if fmt == "kv" else "_"
+        if joiner not in keyed:
+            keyed[joiner] = to_keyed_vectors(vectors, phrase_joiner=joiner)
         if fmt == "kv":
-            to_keyed_vectors(vectors).save(str(path))
+            keyed[joiner].save(str(path))
         else:
-            to_keyed_vectors(vectors, phrase_joiner="_").save_word2vec_format(
-                str(path), binary=fmt == "word2vec-bin"
-            )
+            keyed[joiner].save_word2vec_format(str(path), binary=fmt == "word2vec-bin")
         written.append(path)
     return written
 
