@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import DistillConfig
+from .config import ALL_LAYERS, DistillConfig
 from .evaluate import PairScores, dataset_path, evaluate_pairs
 from .postprocess import PostProcessing, anisotropy
 from .vectors import StaticVectors
@@ -113,25 +113,21 @@ def run_sweep(
     ``config.layers``, ``combine`` and the post-processing options are ignored: the sweep covers
     them.
     """
-    from .encoder import load_pretrained
-    from .pipeline import distill_from_model, resolve_inputs
+    from .pipeline import distill
 
     datasets = list(datasets)
     for name in datasets:
         dataset_path(name)  # fail on a bad dataset before the long pass
-    texts, vocabulary = resolve_inputs(corpus, vocab, config)
-    model, tokenizer = load_pretrained(config)
-    num_layers = int(model.config.num_hidden_layers)
     one_pass = config.replace(
-        layers=tuple(range(num_layers + 1)),
+        layers=ALL_LAYERS,
         combine="concat",
         center=False,
         remove_top_pcs=0,
         pca=None,
         normalize=False,
     )
-    all_layers = distill_from_model(model, tokenizer, texts, vocabulary, one_pass, progress)
-    return score(all_layers, int(model.config.hidden_size), datasets)
+    all_layers = distill(corpus, vocab, one_pass, progress)
+    return score(all_layers, all_layers.meta["model"]["hidden_size"], datasets)
 
 
 def write_csv(results: list[SweepResult], path: str | os.PathLike) -> None:
