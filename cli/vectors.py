@@ -60,11 +60,11 @@ def similar_command(
     """Print the nearest neighbours of a word by cosine similarity."""
     with one_line_errors():
         from roberta_static.errors import VectorsError
+        from roberta_static.evaluate import find_key
         from roberta_static.gensim_adapter import load_keyed_vectors
 
         kv = load_keyed_vectors(vectors, allow_pickle=allow_pickle)
-        key = next((k for k in (word, word.lower(), word.replace(" ", "_"),
-                                word.lower().replace(" ", "_")) if k in kv.key_to_index), None)
+        key = find_key(kv, word, lower=True)
         if key is None:
             raise VectorsError(f"{vectors}: {word!r} has no vector")
         for neighbour, score in kv.most_similar(key, topn=topn):

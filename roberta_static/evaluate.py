@@ -108,10 +108,15 @@ def read_pairs(path: str | os.PathLike) -> list[tuple[str, str, float]]:
 
 
 def find_key(kv: KeyedVectors, word: str, lower: bool) -> str | None:
-    """The key of ``word`` in ``kv``, lower-casing it when the vectors are lower-cased."""
-    for key in (word, word.lower()) if lower else (word,):
-        if key in kv.key_to_index:
-            return key
+    """The key of ``word`` in ``kv``, or None.
+
+    Tried as written, lower-cased when ``lower``, and for phrases with ``_`` between their words
+    (as word2vec exports write them).
+    """
+    for spelling in (word, word.lower()) if lower else (word,):
+        for key in (spelling, spelling.replace(" ", "_")):
+            if key in kv.key_to_index:
+                return key
     return None
 
 

@@ -5,7 +5,13 @@ import pytest
 from gensim.models import KeyedVectors
 
 from roberta_static.errors import DatasetError
-from roberta_static.evaluate import dataset_path, evaluate_analogies, evaluate_pairs, read_pairs
+from roberta_static.evaluate import (
+    dataset_path,
+    evaluate_analogies,
+    evaluate_pairs,
+    find_key,
+    read_pairs,
+)
 
 
 def ranks(values):
@@ -93,3 +99,13 @@ def test_analogies(tmp_path):
     result = evaluate_analogies(kv, path)
     assert (result.questions, result.covered, result.correct) == (3, 2, 2)
     assert result.accuracy == 100.0
+
+
+def test_find_key_tries_lower_case_and_word2vec_phrase_spelling():
+    kv = KeyedVectors(2)
+    kv.add_vectors(["new_york", "Paris", "cat"], np.eye(3, 2, dtype=np.float32))
+    assert find_key(kv, "New York", lower=True) == "new_york"
+    assert find_key(kv, "New York", lower=False) is None
+    assert find_key(kv, "Paris", lower=False) == "Paris"
+    assert find_key(kv, "CAT", lower=True) == "cat"
+    assert find_key(kv, "dog", lower=True) is None
