@@ -29,6 +29,12 @@ VOCAB_ENTRIES = [
     "zebra",
 ]
 MAX_LENGTH = 64
+TINY_SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+}
 
 
 def _train_lines() -> list[str]:
@@ -57,10 +63,7 @@ def build_roberta(folder: Path) -> Path:
     torch.manual_seed(0)
     config = RobertaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
+        **TINY_SIZES,
         max_position_embeddings=MAX_LENGTH + 2,
         pad_token_id=tokenizer.pad_token_id,
     )
@@ -83,10 +86,7 @@ def build_bert(folder: Path) -> Path:
     torch.manual_seed(1)
     config = BertConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
+        **TINY_SIZES,
         max_position_embeddings=MAX_LENGTH,
     )
     BertModel(config).eval().save_pretrained(folder)

@@ -25,21 +25,9 @@ def run(*args):
 
 def test_distill_examples_and_every_export(roberta_dir, tmp_path):
     out = tmp_path / "vectors"
-    result = run(
-        "distill",
-        EXAMPLES / "wiki.txt",
-        "--vocab",
-        EXAMPLES / "vocab.txt",
-        "--model",
-        roberta_dir,
-        "--out",
-        out,
-        "--layers",
-        "1-2",
-        "--formats",
-        "kv,word2vec,word2vec-bin",
-        "--quiet",
-    )
+    examples = ["distill", EXAMPLES / "wiki.txt", "--vocab", EXAMPLES / "vocab.txt",
+                "--model", roberta_dir, "--out", out, "--quiet"]  # fmt: skip
+    result = run(*examples, "--layers", "1-2", "--formats", "kv,word2vec,word2vec-bin")
     assert result.exit_code == 0, result.output
     vecs = StaticVectors.load(out)
     entries = (EXAMPLES / "vocab.txt").read_text().split("\n")
@@ -63,17 +51,7 @@ def test_distill_examples_and_every_export(roberta_dir, tmp_path):
     info = run("info", out)
     assert info.exit_code == 0 and "entries x 32 dimensions" in info.output
 
-    again = run(
-        "distill",
-        EXAMPLES / "wiki.txt",
-        "--vocab",
-        EXAMPLES / "vocab.txt",
-        "--model",
-        roberta_dir,
-        "--out",
-        out,
-        "--quiet",
-    )
+    again = run(*examples)
     assert again.exit_code == 1 and "pass --overwrite" in again.output
 
 

@@ -50,22 +50,8 @@ def test_sweep_and_evaluate_commands(roberta_dir, corpus_file, vocab_file, tmp_p
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("cat\tdog\t8\ncat\tgarden\t2\nparis\tgarden\t6\ndog\tgarden\t3\n")
     out = tmp_path / "sweep"
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            str(corpus_file),
-            "--vocab",
-            str(vocab_file),
-            "--model",
-            str(roberta_dir),
-            "--out",
-            str(out),
-            "--dataset",
-            str(pairs),
-            "-q",
-        ],
-    )
+    inputs = [str(corpus_file), "--vocab", str(vocab_file), "--model", str(roberta_dir), "-q"]
+    result = runner.invoke(app, ["sweep", *inputs, "--out", str(out), "--dataset", str(pairs)])
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(open(out / "sweep.csv")))
     assert len(rows) == len(candidates(2)) * 3 and {r["candidate"] for r in rows} >= {
@@ -76,25 +62,8 @@ def test_sweep_and_evaluate_commands(roberta_dir, corpus_file, vocab_file, tmp_p
     assert "best on pairs.tsv" in result.output
 
     vectors = tmp_path / "vectors"
-    assert (
-        runner.invoke(
-            app,
-            [
-                "distill",
-                str(corpus_file),
-                "--vocab",
-                str(vocab_file),
-                "--model",
-                str(roberta_dir),
-                "--out",
-                str(vectors),
-                "-l",
-                "1",
-                "-q",
-            ],
-        ).exit_code
-        == 0
-    )
+    distilled = runner.invoke(app, ["distill", *inputs, "--out", str(vectors), "-l", "1"])
+    assert distilled.exit_code == 0, distilled.output
     evaluated = runner.invoke(app, ["evaluate", str(vectors), "--dataset", str(pairs), "--json"])
     assert evaluated.exit_code == 0, evaluated.output
     bad = runner.invoke(app, ["evaluate", str(vectors), "--dataset", "missing.tsv"])
