@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .errors import CorpusError
 
@@ -124,6 +124,13 @@ class Corpus:
     def __iter__(self) -> Iterator[str]:
         return (text for text, _ in self.units())
 
+    def __str__(self) -> str:
+        return str(self.files[0]) if len(self.files) == 1 else f"{len(self.files)} corpus files"
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Path and size of each file, for ``meta.json``."""
+        return [{"path": str(f), "bytes": f.stat().st_size} for f in self.files]
+
     def units(self, start: Position = START) -> Iterator[tuple[str, Position]]:
         """Yield each unit with the position to resume after it, starting after ``start``."""
         self.bytes_read = sum(f.stat().st_size for f in self.files[: start.file])
@@ -178,6 +185,62 @@ class Corpus:
         if not isinstance(text, str):
             raise CorpusError(f"{path}:{number}: no string field {self.text_field!r}")
         return text
+
+
+class TextCorpus:
+    """Texts held in memory, streamed in order: each string is one unit (long ones are cut).
+
+    ``texts`` is any iterable of strings and is never read ahead: a list, a pandas ``Series``, or a
+    generator over a dataframe column. A string is always text here, never a path. A generator can
+    be read only once, so it cannot also build the vocabulary (pass one, or a re-iterable). Runs
+    over texts cannot be checkpointed or resumed: that needs files to return to.
+
+    Example:
+        >>> list(TextCorpus(["The cat sat.", "  ", "A dog ran."]))
+        ['The cat sat.', 'A dog ran.']
+
+    """
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        if isinstance(texts, (str, bytes)):
+            raise CorpusError("texts: expected an iterable of strings, got a single string")
+        self.texts = texts
+        self.reiterable = iter(texts) is not texts  # a generator or file is its own iterator
+        self.files: list[Path] = []
+        self.total_bytes = 0  # unknown until read
+        self.bytes_read = 0
+        self.bad_bytes = 0
+        self.binary_files: list[Path] = []
+        self._started = False
+
+    def __iter__(self) -> Iterator[str]:
+        return (text for text, _ in self.units())
+
+    def __str__(self) -> str:
+        return "texts"
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The texts' UTF-8 size, for ``meta.json``."""
+        return [{"path": "<texts in memory>", "bytes": self.bytes_read}]
+
+    def units(self, start: Position = START) -> Iterator[tuple[str, Position]]:
+        """Yield each unit with its position (``offset`` is the index of its string).
+
+        ``start`` is part of the corpus interface; texts are always read from the beginning.
+        """
+        if self._started and not self.reiterable:
+            raise CorpusError(
+                "texts: a generator can be read only once; pass a list or another re-iterable"
+            )
+        self._started = True
+        self.bytes_read = 0
+        for index, text in enumerate(self.texts):
+            if not isinstance(text, str):
+                raise CorpusError(f"texts: item {index} is {type(text).__name__}, expected str")
+            self.bytes_read += len(text.encode("utf-8"))
+            for number, piece in enumerate(split_long(text), start=1):
+                if piece.strip():
+                    yield piece, Position(0, index, index + 1, number)
 
 
 def _looks_binary(stream: IO[bytes], offset: int) -> bool:

@@ -25,7 +25,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import DistillConfig
-from .corpus import START, Corpus, Position
+from .corpus import START, Corpus, Position, TextCorpus
 from .encoder import Encoder, free_memory, load_pretrained, model_fingerprint
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .postprocess import postprocess
@@ -94,22 +94,27 @@ class RunStats:
 
 
 def distill(
-    corpus: str | os.PathLike | Iterable[str | os.PathLike],
-    vocab: str | os.PathLike | Vocabulary | None,
-    config: DistillConfig,
+    corpus: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    vocab: str | os.PathLike | Iterable[str] | Vocabulary | None = None,
+    config: DistillConfig | None = None,
     progress: ProgressCallback | None = None,
     checkpointing: Checkpointing | None = None,
     resume_from: Checkpoint | None = None,
+    *,
+    texts: Iterable[str] | None = None,
 ) -> StaticVectors:
-    """Distill static vectors of ``vocab`` from ``config.model`` over the corpus files.
+    """Distill static vectors of ``vocab`` from ``config.model`` over corpus files or texts.
 
     Args:
-        corpus: Corpus file or folder paths (text, .gz/.bz2/.xz, JSONL).
-        vocab: A vocabulary file, a :class:`Vocabulary`, or ``None`` to count one in the corpus.
+        corpus: Corpus file or folder paths (text, .gz/.bz2/.xz, JSONL); a string is a path.
+        vocab: A vocabulary file, a list of entries, a :class:`Vocabulary`, or ``None`` to count
+            one in the corpus.
         config: Every option of the run.
         progress: Called now and then with a :class:`Progress`.
         checkpointing: Where and how often to save the state (see :class:`Checkpointing`).
         resume_from: A saved state to continue from.
+        texts: Instead of ``corpus``: texts in memory, any iterable of strings, read as a stream
+            (see :class:`~roberta_static.corpus.TextCorpus`; no checkpoints).
 
     Returns:
         The vectors of every entry found (and of the unseen ones with ``fill_unseen``).
@@ -117,32 +122,50 @@ def distill(
     Example:
         >>> config = DistillConfig(model="./tiny-model", layers="1-2")  # doctest: +SKIP
         >>> vecs = distill("examples/wiki.txt", "examples/vocab.txt", config)  # doctest: +SKIP
+        >>> vecs = distill(texts=df["text"], vocab=["cat", "dog"], config=config)  # doctest: +SKIP
 
     """
-    texts, vocabulary = resolve_inputs(corpus, vocab, config)
+    if config is None:
+        raise TypeError("distill() needs config=DistillConfig(model=...)")
+    source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
     model, tokenizer = load_pretrained(config)
     return distill_from_model(
-        model, tokenizer, texts, vocabulary, config, progress, checkpointing, resume_from
+        model, tokenizer, source, vocabulary, config, progress, checkpointing, resume_from
     )
 
 
 def resolve_inputs(
-    corpus: str | os.PathLike | Iterable[str | os.PathLike],
-    vocab: str | os.PathLike | Vocabulary | None,
+    corpus: str | os.PathLike | Iterable[str | os.PathLike] | None,
+    vocab: str | os.PathLike | Iterable[str] | Vocabulary | None,
     config: DistillConfig,
-) -> tuple[Corpus, Vocabulary | None]:
-    """Open the corpus and read the vocabulary file: bad input fails before the model loads."""
-    paths = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
-    texts = Corpus(paths, config.text_field)
-    if vocab is not None and not isinstance(vocab, Vocabulary):
+    texts: Iterable[str] | None = None,
+) -> tuple[Corpus | TextCorpus, Vocabulary | None]:
+    """Open the corpus and read the vocabulary: bad input fails before the model loads."""
+    if (corpus is None) == (texts is None):
+        raise ConfigError("pass either corpus (file paths) or texts (strings in memory)")
+    if texts is not None:
+        source: Corpus | TextCorpus = TextCorpus(texts)
+        if vocab is None and not source.reiterable:
+            raise ConfigError(
+                "texts: building the vocabulary reads the texts twice, and a generator can be "
+                "read once; pass vocab=[...] or a list of texts"
+            )
+    else:
+        paths = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+        source = Corpus(paths, config.text_field)
+    if isinstance(vocab, (str, os.PathLike)):
         vocab = Vocabulary.from_file(vocab, config.case)
-    return texts, vocab
+    elif vocab is not None and not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.from_entries(vocab, config.case)
+        if not vocab.entries:
+            raise VocabError("vocab: the list holds no entry")
+    return source, vocab
 
 
 def distill_from_model(
     model: Any,
     tokenizer: Any,
-    corpus: Corpus,
+    corpus: Corpus | TextCorpus,
     vocab: Vocabulary | None,
     config: DistillConfig,
     progress: ProgressCallback | None = None,
@@ -155,6 +178,10 @@ def distill_from_model(
     ``resume_from``, the run continues from a saved state and gives the same vectors as a run that
     was never stopped.
     """
+    if isinstance(corpus, TextCorpus) and (checkpointing or resume_from):
+        raise ConfigError(
+            "checkpoints and resume need corpus files; texts in memory cannot be resumed"
+        )
     started = time.perf_counter()
     encoder = Encoder(model, tokenizer, config)
     if config.pca is not None and config.pca > _dim(encoder, config):
@@ -185,8 +212,7 @@ def distill_from_model(
     pass_.run(state, checkpointing, vocab, started)
     means, counts = accumulator.means()
     if stats.sentences == 0:
-        where = corpus.files[0] if len(corpus.files) == 1 else f"{len(corpus.files)} corpus files"
-        raise CorpusError(f"{where}: corpus holds no text")
+        raise CorpusError(f"{corpus}: corpus holds no text")
     keep = counts > 0
     stats.entries_found = int(keep.sum())
     if config.fill_unseen == "decontextualized" and not keep.all():
@@ -252,7 +278,7 @@ class _Pass:
         encoder: Encoder,
         nlp: Any,
         matcher: VocabMatcher,
-        corpus: Corpus,
+        corpus: Corpus | TextCorpus,
         accumulator: Accumulator,
         config: DistillConfig,
         report: ProgressCallback,
@@ -413,7 +439,7 @@ def _add_inputs(
     config: DistillConfig,
     stats: RunStats,
     report: ProgressCallback | None = None,
-    corpus: Corpus | None = None,
+    corpus: Corpus | TextCorpus | None = None,
 ) -> None:
     """Batch the inputs by the token budget, run the encoder, and accumulate."""
     for batch in make_batches(inputs, encoder.batch_tokens, encoder.subwords.pad_id):
@@ -506,7 +532,7 @@ class _Marks:
     by its unit, added to what the run had counted before it resumed.
     """
 
-    def __init__(self, corpus: Corpus, stats: RunStats) -> None:
+    def __init__(self, corpus: Corpus | TextCorpus, stats: RunStats) -> None:
         self.corpus, self.stats = corpus, stats
         self.before = (stats.text_units, stats.bad_bytes, list(stats.binary_files_skipped))
 
@@ -532,7 +558,7 @@ class _Marks:
             self.stats.binary_files_skipped = binary_before + [str(path) for path in skipped]
 
 
-def _reporting(corpus: Corpus, stage: str, report: ProgressCallback) -> Iterable[str]:
+def _reporting(corpus: Corpus | TextCorpus, stage: str, report: ProgressCallback) -> Iterable[str]:
     for number, text in enumerate(corpus, start=1):
         if number % 1000 == 0:
             report(Progress(stage, corpus.bytes_read, corpus.total_bytes))
@@ -541,7 +567,11 @@ def _reporting(corpus: Corpus, stage: str, report: ProgressCallback) -> Iterable
 
 
 def _metadata(
-    config: DistillConfig, encoder: Encoder, model: Any, corpus: Corpus, stats: RunStats
+    config: DistillConfig,
+    encoder: Encoder,
+    model: Any,
+    corpus: Corpus | TextCorpus,
+    stats: RunStats,
 ) -> dict[str, Any]:
     return {
         "package": {"name": "roberta-static", "version": __version__},
@@ -558,7 +588,7 @@ def _metadata(
             "dtype": str(encoder.dtype).removeprefix("torch."),
             **model_fingerprint(config.model, model),
         },
-        "corpus": [{"path": str(f), "bytes": f.stat().st_size} for f in corpus.files],
+        "corpus": corpus.describe(),
         "stats": asdict(stats),
         "postprocessing": [],
     }

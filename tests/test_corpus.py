@@ -165,3 +165,27 @@ def test_long_lines_come_in_bounded_pieces_that_keep_every_character(text):
         kept = "".join(text for text, _ in units)
         assert kept.split() == text.split()
         assert all(len(piece.encode()) <= 16 for piece, _ in units)
+
+
+def test_texts_in_memory_are_units_read_lazily():
+    from roberta_static.corpus import TextCorpus
+
+    read = []
+
+    def texts():
+        for text in ["one", "  ", "two\nlines", "x" * 250_000]:
+            read.append(text)
+            yield text
+
+    corpus = TextCorpus(texts())
+    units = corpus.units()
+    assert next(units)[0] == "one" and len(read) == 1
+    rest = [text for text, _ in units]
+    assert rest[0] == "two\nlines" and "".join(rest[1:]) == "x" * 250_000
+    assert max(len(text) for text in rest) <= 100_000
+    assert corpus.bytes_read == 3 + 2 + 9 + 250_000
+    with pytest.raises(CorpusError, match="a generator can be read only once"):
+        list(corpus)
+    assert list(TextCorpus(["a", "b"])) == list(TextCorpus(["a", "b"])) == ["a", "b"]
+    with pytest.raises(CorpusError, match="got a single string"):
+        TextCorpus("The cat sat.")

@@ -200,3 +200,60 @@ def test_accumulator_size_is_reported_and_refused_beyond_free_memory(
 def test_pca_wider_than_the_vectors_is_refused(roberta_dir, corpus_file, vocab_file):
     with pytest.raises(ConfigError, match="pca: 33 exceeds the vectors' width 32"):
         distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1", pca=33))
+
+
+def test_texts_in_memory_and_a_vocabulary_list_equal_the_files(roberta_dir, corpus_file, vocab_file):
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+    from_files = distill(corpus_file, vocab_file, config)
+    in_memory = distill(texts=CORPUS_LINES, vocab=VOCAB_ENTRIES, config=config)
+    assert in_memory.words == from_files.words
+    np.testing.assert_array_equal(in_memory.counts, from_files.counts)
+    np.testing.assert_allclose(in_memory.vectors, from_files.vectors, atol=1e-6)
+    size = sum(len(line.encode()) for line in CORPUS_LINES)
+    assert in_memory.meta["corpus"] == [{"path": "<texts in memory>", "bytes": size}]
+    built = distill(texts=CORPUS_LINES, config=config.replace(min_count=5))  # read twice
+    assert built.words == distill(corpus_file, None, config.replace(min_count=5)).words
+
+
+def test_a_generator_of_texts_is_streamed_not_materialised(roberta_dir):
+    read = []
+
+    def column():  # like (row.text for row in df.itertuples())
+        for number in range(100_000):
+            read.append(number)
+            yield CORPUS_LINES[number % len(CORPUS_LINES)]
+
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=3)
+    vectors = distill(texts=column(), vocab=["cat", "dog"], config=config)
+    assert vectors.counts.tolist() == [3, 3] and vectors.meta["stats"]["stopped_early"]
+    assert len(read) < 5_000  # spaCy reads a batch ahead, never the whole column
+
+
+def test_strings_are_never_guessed_to_be_texts_or_paths(roberta_dir, corpus_file, tmp_path):
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+    with pytest.raises(CorpusError, match="^The cat sat.: no such file or folder$"):
+        distill(["The cat sat."], ["cat"], config)
+    with pytest.raises(ConfigError, match="either corpus .* or texts"):
+        distill(corpus_file, ["cat"], config, texts=["The cat sat."])
+    with pytest.raises(ConfigError, match="either corpus .* or texts"):
+        distill(vocab=["cat"], config=config)
+    with pytest.raises(ConfigError, match="a generator can be read once; pass vocab"):
+        distill(texts=(line for line in CORPUS_LINES), config=config)
+    with pytest.raises(VocabError, match="vocab: the list holds no entry"):
+        distill(texts=CORPUS_LINES, vocab=["", "  "], config=config)
+    with pytest.raises(CorpusError, match="texts: item 1 is int, expected str"):
+        distill(texts=["The cat sat.", 3], vocab=["cat"], config=config)
+
+
+def test_texts_in_memory_cannot_be_checkpointed(roberta_dir, tmp_path):
+    from roberta_static.checkpoint import Checkpointing
+
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+    with pytest.raises(ConfigError, match="texts in memory cannot be resumed"):
+        distill(
+            texts=CORPUS_LINES,
+            vocab=["cat"],
+            config=config,
+            checkpointing=Checkpointing(tmp_path / "out"),
+        )
+    assert not (tmp_path / "out").exists()
