@@ -41,3 +41,10 @@ class DatasetError(RobertaStaticError, ValueError):
 
 class Interrupted(RobertaStaticError):
     """The run was asked to stop; a checkpoint was written to resume from."""
+
+
+class KeyNotFoundError(RobertaStaticError, KeyError):
+    """A word or phrase has no vector."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -1,6 +1,7 @@
 """`StaticVectors`: the distilled words, their float32 matrix, counts and provenance.
 
-Only numpy is needed here. The on-disk format is a folder of three plain files::
+Only numpy is needed here (queries: :mod:`roberta_static.queries`). The on-disk format is a
+folder of three plain files::
 
     vectors.npy   float32 [V, D] (np.save, no pickle)
     vocab.tsv     word<TAB>count per row
@@ -11,14 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .atomic import atomic_directory
-from .errors import VectorsError
+from .errors import ConfigError, KeyNotFoundError, VectorsError
+from .queries import cosines, query_vector, top_rows, unit
 
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
@@ -27,6 +31,9 @@ FORMAT_VERSION = 1
 VECTORS_FILE = "vectors.npy"
 VOCAB_FILE = "vocab.tsv"
 META_FILE = "meta.json"
+
+Key = str | np.ndarray
+"""A word or phrase, or a vector of the same width."""
 
 
 @dataclass
@@ -39,10 +46,16 @@ class StaticVectors:
         counts: Occurrences averaged into each row (0 for a decontextualized fill).
         meta: Provenance written to ``meta.json``.
 
+    Lookups follow the case policy the vectors were distilled with (:attr:`case`): with ``lower``,
+    ``"Paris"`` finds ``paris``. A phrase is found with single spaces or as ``new_york``, the
+    word2vec spelling. Queries answer as gensim's ``KeyedVectors`` does, without copying the matrix
+    into one; vector lengths are computed on the first query, so replace ``vectors`` rather than
+    editing it in place after querying.
+
     Example:
         >>> vecs = StaticVectors(["cat", "dog"], np.eye(2, dtype=np.float32), np.array([3, 1]))
-        >>> vecs["dog"].tolist(), vecs.dim
-        ([0.0, 1.0], 2)
+        >>> vecs["Dog"].tolist(), vecs.dim, "CAT" in vecs
+        ([0.0, 1.0], 2, True)
 
     """
 
@@ -65,11 +78,14 @@ class StaticVectors:
     def __len__(self) -> int:
         return len(self.words)
 
-    def __contains__(self, word: object) -> bool:
-        return word in self._index
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._find(key) is not None
 
-    def __getitem__(self, word: str) -> np.ndarray:
-        return self.vectors[self._index[word]]
+    def __getitem__(self, keys: str | Sequence[str]) -> np.ndarray:
+        """The vector of a key (read-only), or a ``[len(keys), dim]`` array for a list of keys."""
+        if isinstance(keys, str):
+            return self.get_vector(keys)
+        return np.vstack([self.get_vector(key) for key in keys])
 
     def __str__(self) -> str:
         return f"StaticVectors<{len(self)} words, dim {self.dim}>"
@@ -83,6 +99,104 @@ class StaticVectors:
     def dim(self) -> int:
         """Width of each vector."""
         return int(self.vectors.shape[1])
+
+    @cached_property
+    def norms(self) -> np.ndarray:
+        """Length of each row, computed once on first use."""
+        return np.linalg.norm(self.vectors, axis=1)
+
+    def get_index(self, key: str) -> int:
+        """Row of a word or phrase under the case policy; :class:`KeyNotFoundError` if none."""
+        row = self._find(key)
+        if row is None:
+            policy = " (looked up lower-cased)" if self.case == "lower" else ""
+            raise KeyNotFoundError(f"{key!r} has no vector{policy}")
+        return row
+
+    def get_vector(self, key: str, norm: bool = False) -> np.ndarray:
+        """The vector of ``key``, unit-length with ``norm=True``; read-only, like gensim's.
+
+        Raises:
+            KeyNotFoundError: ``key`` has no vector (also a ``KeyError``).
+
+        """
+        row = self.get_index(key)
+        vector = self.vectors[row] / self.norms[row] if norm else self.vectors[row]
+        vector.setflags(write=False)
+        return vector
+
+    def most_similar(
+        self,
+        positive: Key | Sequence[Key | tuple[Key, float]] | None = None,
+        negative: Key | Sequence[Key | tuple[Key, float]] | None = None,
+        topn: int | None = 10,
+    ) -> list[tuple[str, float]] | np.ndarray:
+        """Entries nearest by cosine to the mean of ``positive`` minus ``negative``, as in gensim.
+
+        Each key counts as its unit-length vector with weight 1 (-1 when negative), or the weight
+        given in a ``(key, weight)`` pair; a raw vector counts as it is. Keys asked about are left
+        out of the answer.
+
+        Args:
+            positive: A word, phrase or vector, or a list of them.
+            negative: The same, pulling the other way (``king - man + woman``).
+            topn: How many neighbours; ``None`` returns the cosine of every row.
+
+        Returns:
+            ``(entry, cosine)`` pairs, best first; or an array of cosines with ``topn=None``.
+
+        Example:
+            >>> vecs = StaticVectors(["a", "b", "c"], np.eye(3), np.ones(3))
+            >>> [(word, round(cosine, 3)) for word, cosine in vecs.most_similar("a", topn=2)]
+            [('b', 0.0), ('c', 0.0)]
+            >>> query = np.array([2.0, 1.0, 0.0])
+            >>> [(word, round(cosine, 3)) for word, cosine in vecs.most_similar(query, topn=2)]
+            [('a', 0.894), ('b', 0.447)]
+
+        """
+        if topn is not None and topn < 1:
+            return []
+        terms = [*_weighted(positive, 1.0), *_weighted(negative, -1.0)]
+        asked = {self.get_index(key) for key, _ in terms if isinstance(key, str)}
+        query = query_vector([(self._as_vector(key), weight) for key, weight in terms])
+        scores = cosines(self.vectors, self.norms, query)
+        if topn is None:
+            return scores
+        return [(self.words[row], float(scores[row])) for row in top_rows(scores, topn, asked)]
+
+    def similarity(self, first: Key, second: Key) -> float:
+        """Cosine similarity of two words, phrases or vectors.
+
+        Example:
+            >>> vecs = StaticVectors(["a", "b"], np.array([[1.0, 0.0], [1.0, 1.0]]), np.ones(2))
+            >>> round(vecs.similarity("a", "b"), 4)
+            0.7071
+
+        """
+        return float(unit(self._as_vector(first)) @ unit(self._as_vector(second)))
+
+    def _as_vector(self, key: Key) -> np.ndarray:
+        if isinstance(key, str):
+            return self.get_vector(key, norm=True)
+        if isinstance(key, np.ndarray) and key.shape == (self.dim,):
+            return key
+        raise ConfigError(f"expected a word, phrase or vector of width {self.dim}; got {key!r}")
+
+    def _find(self, key: str) -> int | None:
+        for spelling in self._spellings(key):
+            row = self._index.get(spelling)
+            if row is not None:
+                return row
+        return None
+
+    def _spellings(self, key: str) -> Iterator[str]:
+        """The key as given, normalised as the vocabulary was, and with ``_`` read as a space."""
+        yield key
+        entry = " ".join(key.split())
+        if self.case == "lower":
+            entry = entry.lower()
+        yield entry
+        yield " ".join(entry.replace("_", " ").split())
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         """Write the folder atomically; an existing non-empty folder needs ``overwrite=True``."""
@@ -105,13 +219,18 @@ class StaticVectors:
         )
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> StaticVectors:
-        """Read a folder written by :meth:`save` (never unpickles)."""
+    def load(cls, path: str | os.PathLike, mmap: bool = False) -> StaticVectors:
+        """Read a folder written by :meth:`save` (never unpickles).
+
+        With ``mmap=True`` the matrix stays on disk, read-only, and pages load as they are used.
+        """
         folder = Path(path)
         if not (folder / VECTORS_FILE).is_file():
             raise VectorsError(f"{folder}: not a roberta-static vectors folder (no {VECTORS_FILE})")
         try:
-            vectors = np.load(folder / VECTORS_FILE, allow_pickle=False)
+            vectors = np.load(
+                folder / VECTORS_FILE, mmap_mode="r" if mmap else None, allow_pickle=False
+            )
             lines = (folder / VOCAB_FILE).read_text(encoding="utf-8").splitlines()
             meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
@@ -126,6 +245,15 @@ class StaticVectors:
         from .gensim_adapter import to_keyed_vectors
 
         return to_keyed_vectors(self)
+
+
+def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:
+    """``keys`` as ``(key, weight)`` pairs: one key or vector, or a list of keys and pairs."""
+    if keys is None:
+        return []
+    if isinstance(keys, str) or (isinstance(keys, np.ndarray) and keys.ndim == 1):
+        return [(keys, weight)]
+    return [key if isinstance(key, tuple) else (key, weight) for key in keys]
 
 
 def guess_case(words: list[str]) -> str:

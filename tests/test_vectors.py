@@ -80,3 +80,109 @@ def test_full_disk_keeps_the_previous_output_and_says_so_in_one_line(tmp_path, m
     )
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.fixture()
+def pair():
+    """Our vectors and gensim's KeyedVectors over the same rows, in the same order."""
+    from gensim.models import KeyedVectors
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(60)] + ["paris", "new york", "city"]
+    matrix = rng.normal(size=(len(words), 16)).astype(np.float32)
+    ours = StaticVectors(words, matrix, np.arange(len(words)), {"config": {"case": "lower"}})
+    kv = KeyedVectors(16)
+    kv.add_vectors(words, matrix)
+    return ours, kv
+
+
+def assert_same_neighbours(ours, theirs):
+    assert [word for word, _ in ours] == [word for word, _ in theirs]
+    np.testing.assert_allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-6)
+
+
+def test_queries_answer_as_gensim_keyed_vectors(pair):
+    ours, kv = pair
+    vector = ours.vectors[5] * 3 - ours.vectors[7]
+    for positive, negative in [
+        ("paris", None),
+        (["paris", "city"], ["w3"]),
+        (vector, None),
+        ([("paris", 2.0), "w1"], [("w2", -0.5)]),
+        ([vector, "w9"], "w4"),
+    ]:
+        assert_same_neighbours(
+            ours.most_similar(positive, negative, topn=7),
+            kv.most_similar(positive, negative, topn=7),
+        )
+    assert_same_neighbours(ours.most_similar("w0", topn=100), kv.most_similar("w0", topn=100))
+    np.testing.assert_allclose(
+        ours.most_similar("city", topn=None), kv.most_similar("city", topn=None), atol=1e-6
+    )
+    assert ours.most_similar("city", topn=0) == []
+    assert ours.similarity("paris", "new york") == pytest.approx(
+        kv.similarity("paris", "new york"), abs=1e-6
+    )
+    assert ours.similarity(vector, "w1") == pytest.approx(
+        float(vector @ kv.get_vector("w1", norm=True) / np.linalg.norm(vector)), abs=1e-6
+    )
+    np.testing.assert_allclose(ours.get_vector("w8", norm=True), kv.get_vector("w8", norm=True))
+    np.testing.assert_array_equal(ours.get_vector("w8"), kv["w8"])
+    np.testing.assert_array_equal(ours[["w1", "paris"]], kv[["w1", "paris"]])
+    with pytest.raises(ValueError, match="read-only"):
+        ours["w8"][0] = 1.0
+    from roberta_static.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="vector of width 16"):
+        ours.most_similar(np.zeros(3))
+
+
+def test_lookups_follow_the_case_policy_and_the_phrase_spelling():
+    matrix = np.eye(3, dtype=np.float32)
+    lower = StaticVectors(
+        ["paris", "new york", "u_boat"], matrix, np.ones(3), {"config": {"case": "lower"}}
+    )
+    assert "Paris" in lower and "PARIS" in lower and "New  York" in lower and "new_york" in lower
+    assert "U_Boat" in lower and 3 not in lower
+    np.testing.assert_array_equal(lower["New_York"], matrix[1])
+    assert [w for w, _ in lower.most_similar("Paris", topn=5)] == ["new york", "u_boat"]
+    keep = StaticVectors(["Paris", "paris"], matrix[:2], np.ones(2), {"config": {"case": "keep"}})
+    assert "PARIS" not in keep
+    np.testing.assert_array_equal(keep["paris"], matrix[1])
+    with pytest.raises(KeyError) as caught:
+        lower.get_vector("zebra")
+    assert str(caught.value) == "'zebra' has no vector (looked up lower-cased)"
+    from roberta_static.errors import KeyNotFoundError
+
+    with pytest.raises(KeyNotFoundError, match="^'PARIS' has no vector$"):
+        keep.most_similar(["Paris", "PARIS"])
+
+
+def test_memory_mapped_load_answers_the_same(pair, tmp_path):
+    ours, _ = pair
+    ours.save(tmp_path / "out")
+    mapped = StaticVectors.load(tmp_path / "out", mmap=True)
+    assert isinstance(mapped.vectors.base, np.memmap) and not mapped.vectors.flags.writeable
+    assert mapped.most_similar("Paris") == ours.most_similar("paris")
+    loaded = StaticVectors.load(tmp_path / "out")
+    assert loaded.vectors.flags.writeable and not isinstance(loaded.vectors.base, np.memmap)
+
+
+def test_loading_and_querying_import_neither_torch_transformers_nor_spacy(pair, tmp_path):
+    import subprocess
+    import sys
+
+    pair[0].save(tmp_path / "out")
+    script = (
+        "import sys, roberta_static\n"
+        "vecs = roberta_static.StaticVectors.load(sys.argv[1], mmap=True)\n"
+        "vecs.most_similar('paris'), vecs.similarity('paris', 'city'), vecs['new york']\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'spacy', 'gensim') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "[]"
