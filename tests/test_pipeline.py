@@ -202,7 +202,9 @@ def test_pca_wider_than_the_vectors_is_refused(roberta_dir, corpus_file, vocab_f
         distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1", pca=33))
 
 
-def test_texts_in_memory_and_a_vocabulary_list_equal_the_files(roberta_dir, corpus_file, vocab_file):
+def test_texts_in_memory_and_a_vocabulary_list_equal_the_files(
+    roberta_dir, corpus_file, vocab_file
+):
     config = DistillConfig(model=str(roberta_dir), layers="1")
     from_files = distill(corpus_file, vocab_file, config)
     in_memory = distill(texts=CORPUS_LINES, vocab=VOCAB_ENTRIES, config=config)
