@@ -31,6 +31,7 @@ from .options import (
     OVERWRITE,
     POOL,
     QUIET,
+    SIF_COEFFICIENT,
     SPACY_MODEL,
     TEXT_FIELD,
     TRUST_REMOTE_CODE,
@@ -72,7 +73,8 @@ def distill_command(
     remove_top_pcs: int = Opt(0, "--remove-top-pcs", help="Post-process: remove this many top principal components (all-but-the-top)"),
     pca: int | None = Opt(None, "--pca", help="Post-process: reduce to this many dimensions"),
     normalize: bool = Opt(False, "--normalize", help="Post-process: unit-length vectors"),
-    formats: str = Opt("", help="Also write gensim exports: kv, word2vec, word2vec-bin (comma-separated)"),
+    formats: str = Opt("", help="Also write exports: kv, word2vec, word2vec-bin, model2vec, sentence-transformers (comma-separated)"),
+    sif_coefficient: float | None = SIF_COEFFICIENT,
     overwrite: bool = OVERWRITE,
     checkpoint_every: float = Opt(600, help="Seconds between checkpoints in OUT/.checkpoint (0 = only on Ctrl-C)"),
     resume: Path | None = Opt(None, "--resume", help="Continue the run whose checkpoint is in this output folder"),
@@ -85,7 +87,7 @@ def distill_command(
     """Distill static vectors of a vocabulary from a transformer over a corpus."""
     with one_line_errors():
         from roberta_static.checkpoint import Checkpointing
-        from roberta_static.gensim_adapter import parse_formats, write_exports
+        from roberta_static.exports import check_options, parse_formats, write_exports
         from roberta_static.pipeline import distill
 
         from .progress import DistillProgress
@@ -102,6 +104,7 @@ def distill_command(
                 normalize=normalize,
             )
         export_formats = parse_formats(formats)
+        check_options(export_formats, sif_coefficient)
         if resume is not None:
             out, corpus, config, saved = _resume(resume, corpus, given)
         else:
@@ -121,7 +124,7 @@ def distill_command(
         replace_run = overwrite or (out / CHECKPOINT_DIR).exists()
         with atomic_directory(out, replace_run) as staging:
             vectors.write_into(staging)
-            write_exports(vectors, staging, export_formats)
+            write_exports(vectors, staging, export_formats, sif_coefficient)
         _warn(vectors.meta["stats"])
         if not quiet:
             _summarise(vectors.meta["stats"], out)

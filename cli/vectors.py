@@ -8,20 +8,22 @@ from pathlib import Path
 import typer
 
 from ._util import Arg, Opt, one_line_errors
+from .options import SIF_COEFFICIENT
 
 
 # fmt: off
 def export_command(
     vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
-    formats: str = Opt("kv,word2vec,word2vec-bin", help="Comma-separated: kv, word2vec, word2vec-bin"),
+    formats: str = Opt("kv,word2vec,word2vec-bin", help="Comma-separated: kv, word2vec, word2vec-bin, model2vec, sentence-transformers"),
     overwrite: bool = Opt(False, "--overwrite", help="Replace existing export files"),
+    sif_coefficient: float | None = SIF_COEFFICIENT,
 ) -> None:
     # fmt: on
-    """Write gensim exports (vectors.kv, vectors.txt, vectors.bin) into a vectors folder."""
+    """Write exports into a vectors folder: gensim files, model2vec and sentence-transformers folders."""
     with one_line_errors():
-        from roberta_static.gensim_adapter import export, parse_formats
+        from roberta_static.exports import export, parse_formats
 
-        for path in export(vectors, parse_formats(formats), overwrite=overwrite):
+        for path in export(vectors, parse_formats(formats), overwrite, sif_coefficient):
             typer.echo(f"wrote {path}")
 
 

@@ -50,7 +50,7 @@ def atomic_directory(target: str | os.PathLike, overwrite: bool = False) -> Iter
 
 @contextmanager
 def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder inside ``folder``; on success its files move into ``folder``."""
+    """Yield a temporary folder inside ``folder``; on success its files and folders move in."""
     folder = Path(folder)
     try:
         staging = Path(tempfile.mkdtemp(prefix=".staging.", dir=folder))
@@ -59,7 +59,7 @@ def atomic_files(folder: str | os.PathLike) -> Iterator[Path]:
     try:
         yield staging
         for item in sorted(staging.iterdir()):
-            os.replace(item, folder / item.name)
+            _swap_in(item, folder / item.name)
     except OSError as error:
         raise write_failed(folder, error) from None
     finally:

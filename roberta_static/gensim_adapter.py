@@ -14,16 +14,11 @@ from typing import Literal
 import numpy as np
 from gensim.models import KeyedVectors
 
-from .atomic import atomic_files
-from .errors import ConfigError, VectorsError
+from .errors import VectorsError
+from .exports import EXPORT_FILES
 from .vectors import StaticVectors
 
-ExportFormat = Literal["kv", "word2vec", "word2vec-bin"]
-EXPORT_FILES: dict[str, str] = {
-    "kv": "vectors.kv",
-    "word2vec": "vectors.txt",
-    "word2vec-bin": "vectors.bin",
-}
+GensimFormat = Literal["kv", "word2vec", "word2vec-bin"]
 
 
 def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -> KeyedVectors:
@@ -50,20 +45,8 @@ def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -
     return kv
 
 
-def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
-    """Read ``"kv,word2vec"`` into a list of export formats."""
-    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
-    unknown = [n for n in names if n and n not in EXPORT_FILES]
-    if unknown:
-        raise ConfigError(f"formats: unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}")
-    return [n for n in names if n]  # type: ignore[misc]
-
-
-def write_exports(
-    vectors: StaticVectors, folder: Path, formats: Iterable[ExportFormat]
-) -> list[Path]:
+def write_gensim(vectors: StaticVectors, folder: Path, formats: Iterable[GensimFormat]) -> None:
     """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``) into ``folder``."""
-    written = []
     keyed: dict[str | None, KeyedVectors] = {}  # one build per phrase spelling
     for fmt in formats:
         path = folder / EXPORT_FILES[fmt]
@@ -74,23 +57,6 @@ def write_exports(
             keyed[joiner].save(str(path))
         else:
             keyed[joiner].save_word2vec_format(str(path), binary=fmt == "word2vec-bin")
-        written.append(path)
-    return written
-
-
-def export(
-    source: str | os.PathLike, formats: Iterable[ExportFormat], overwrite: bool = False
-) -> list[Path]:
-    """Add gensim exports to an existing vectors folder, each file renamed into place when done."""
-    folder = Path(source)
-    vectors = StaticVectors.load(folder)
-    formats = list(formats)
-    existing = [folder / EXPORT_FILES[f] for f in formats if (folder / EXPORT_FILES[f]).exists()]
-    if existing and not overwrite:
-        raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
-    with atomic_files(folder) as staging:
-        write_exports(vectors, staging, formats)
-    return [folder / EXPORT_FILES[f] for f in formats]
 
 
 def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> KeyedVectors:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,22 @@ def test_export_command(roberta_dir, tmp_path, corpus_file, vocab_file):
     )
 
 
+def test_sentence_encoder_exports_from_distill_and_export(
+    roberta_dir, tmp_path, corpus_file, vocab_file
+):
+    out = tmp_path / "v"
+    formats = ["--formats", "model2vec,sentence-transformers", "--sif-coefficient", "0.001"]
+    distilled = run("distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir,
+                    "--out", out, "-l", "1", "-q", *formats)  # fmt: skip
+    assert distilled.exit_code == 0, distilled.output
+    config = json.loads((out / "model2vec" / "config.json").read_text())
+    assert config["sif_coefficient"] == 0.001 and config["hidden_dim"] == 32
+    assert (out / "sentence-transformers" / "model.safetensors").exists()
+    exported = run("export", out, "--formats", "model2vec", "--overwrite")
+    assert exported.exit_code == 0 and exported.output == f"wrote {out / 'model2vec'}\n"
+    assert json.loads((out / "model2vec" / "config.json").read_text())["sif_coefficient"] is None
+
+
 def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
     empty = tmp / "empty.txt"
     empty.write_text("")
@@ -89,6 +106,7 @@ def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
     not_model = tmp / "not_a_model"
     not_model.mkdir()
     (not_model / "readme.txt").write_text("hi")
+    weighted_kv = ["--formats", "kv", "--sif-coefficient", "0.001"]
     return {
         "missing corpus": (
             [tmp / "nope.txt", "--vocab", vocab, "--model", model],
@@ -110,12 +128,23 @@ def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
             [corpus, "--vocab", vocab, "--model", not_model],
             "not_a_model: cannot load a model",
         ),
+        "weighting without a sentence format": (
+            [corpus, "--vocab", vocab, "--model", model, *weighted_kv],
+            "sif_coefficient: weights the model2vec and sentence-transformers exports only",
+        ),
     }
 
 
 @pytest.mark.parametrize(
     "case",
-    ["missing corpus", "empty corpus", "empty vocabulary", "layer out of range", "not a model"],
+    [
+        "missing corpus",
+        "empty corpus",
+        "empty vocabulary",
+        "layer out of range",
+        "not a model",
+        "weighting without a sentence format",
+    ],
 )
 def test_bad_input_gives_one_line_and_no_output(
     case, roberta_dir, corpus_file, vocab_file, tmp_path

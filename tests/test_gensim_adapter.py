@@ -5,7 +5,8 @@ import pytest
 from gensim.models import KeyedVectors
 
 from roberta_static.errors import VectorsError
-from roberta_static.gensim_adapter import EXPORT_FILES, export, load_keyed_vectors, to_keyed_vectors
+from roberta_static.exports import GENSIM_FORMATS, export
+from roberta_static.gensim_adapter import load_keyed_vectors, to_keyed_vectors
 from roberta_static.vectors import StaticVectors
 
 
@@ -29,7 +30,7 @@ def test_keyed_vectors_sorted_by_count_with_counts(vectors):
 
 def test_every_export_loads_in_gensim(vectors, tmp_path):
     vectors.save(tmp_path / "out")
-    export(tmp_path / "out", list(EXPORT_FILES))
+    export(tmp_path / "out", list(GENSIM_FORMATS))
     kv = KeyedVectors.load(str(tmp_path / "out" / "vectors.kv"))
     text = KeyedVectors.load_word2vec_format(str(tmp_path / "out" / "vectors.txt"))
     binary = KeyedVectors.load_word2vec_format(str(tmp_path / "out" / "vectors.bin"), binary=True)
@@ -55,7 +56,7 @@ def test_loader_refuses_pickles_unless_allowed(vectors, tmp_path):
 
 def test_unknown_format_and_non_word2vec_file(tmp_path):
     from roberta_static.errors import ConfigError
-    from roberta_static.gensim_adapter import parse_formats
+    from roberta_static.exports import parse_formats
 
     with pytest.raises(ConfigError, match=r"formats: unknown \['glove'\]"):
         parse_formats("kv,glove")

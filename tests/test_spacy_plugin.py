@@ -105,7 +105,7 @@ def test_lower_cased_vectors_are_found_for_any_case(handmade):
 
 
 def test_word2vec_files_and_pickles(handmade, tmp_path):
-    from roberta_static.gensim_adapter import export
+    from roberta_static.exports import export
 
     export(handmade, ["word2vec", "word2vec-bin", "kv"])
     for name in ("vectors.txt", "vectors.bin"):

@@ -1,0 +1,104 @@
+"""Export formats, written beside a vectors folder's own files; one writer per format.
+
+``kv``, ``word2vec`` and ``word2vec-bin`` are gensim files (:mod:`roberta_static.gensim_adapter`);
+``model2vec`` and ``sentence-transformers`` are folders holding a static sentence encoder
+(:mod:`roberta_static.static_encoder`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from .atomic import atomic_files
+from .errors import ConfigError, VectorsError
+from .vectors import StaticVectors
+
+ExportFormat = Literal["kv", "word2vec", "word2vec-bin", "model2vec", "sentence-transformers"]
+EXPORT_FILES: dict[str, str] = {
+    "kv": "vectors.kv",
+    "word2vec": "vectors.txt",
+    "word2vec-bin": "vectors.bin",
+    "model2vec": "model2vec",
+    "sentence-transformers": "sentence-transformers",
+}
+GENSIM_FORMATS = ("kv", "word2vec", "word2vec-bin")
+SENTENCE_FORMATS = ("model2vec", "sentence-transformers")
+
+
+def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
+    """Read ``"kv,word2vec"`` into a list of export formats."""
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    unknown = [n for n in names if n and n not in EXPORT_FILES]
+    if unknown:
+        raise ConfigError(f"formats: unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}")
+    return [n for n in names if n]  # type: ignore[misc]
+
+
+def check_options(formats: Iterable[ExportFormat], sif_coefficient: float | None) -> None:
+    """Refuse a weighting that no requested format would use, or a bad coefficient."""
+    from .static_encoder import check_sif_coefficient
+
+    check_sif_coefficient(sif_coefficient)
+    if sif_coefficient is not None and not set(formats) & set(SENTENCE_FORMATS):
+        raise ConfigError(
+            "sif_coefficient: weights the model2vec and sentence-transformers exports only; "
+            "add one of them to --formats"
+        )
+
+
+def write_exports(
+    vectors: StaticVectors,
+    folder: Path,
+    formats: Iterable[ExportFormat],
+    sif_coefficient: float | None = None,
+) -> list[Path]:
+    """Write each format's file or folder into ``folder``.
+
+    Args:
+        vectors: The vectors to export.
+        folder: Where to write (a staging folder: nothing here is renamed into place).
+        formats: Formats to write.
+        sif_coefficient: SIF weighting of the sentence-encoder exports (see
+            :mod:`roberta_static.static_encoder`); ``None`` for plain means.
+
+    """
+    formats = list(formats)
+    check_options(formats, sif_coefficient)
+    gensim = [f for f in formats if f in GENSIM_FORMATS]
+    if gensim:
+        from .gensim_adapter import write_gensim
+
+        write_gensim(vectors, folder, gensim)
+    if "model2vec" in formats:
+        from .static_encoder import write_model2vec
+
+        write_model2vec(vectors, folder / EXPORT_FILES["model2vec"], sif_coefficient)
+    if "sentence-transformers" in formats:
+        from .static_encoder import write_sentence_transformers
+
+        write_sentence_transformers(
+            vectors, folder / EXPORT_FILES["sentence-transformers"], sif_coefficient
+        )
+    return [folder / EXPORT_FILES[f] for f in formats]
+
+
+def export(
+    source: str | os.PathLike,
+    formats: Iterable[ExportFormat],
+    overwrite: bool = False,
+    sif_coefficient: float | None = None,
+) -> list[Path]:
+    """Add exports to an existing vectors folder, each renamed into place when done."""
+    folder = Path(source)
+    vectors = StaticVectors.load(folder)
+    formats = list(formats)
+    check_options(formats, sif_coefficient)
+    existing = [folder / EXPORT_FILES[f] for f in formats if (folder / EXPORT_FILES[f]).exists()]
+    if existing and not overwrite:
+        raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
+    with atomic_files(folder) as staging:
+        write_exports(vectors, staging, formats, sif_coefficient)
+    return [folder / EXPORT_FILES[f] for f in formats]

@@ -1,0 +1,136 @@
+"""model2vec and sentence-transformers exports, loaded by the real libraries, offline."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from roberta_static.errors import ConfigError, VectorsError
+from roberta_static.exports import export
+from roberta_static.static_encoder import token_table
+from roberta_static.vectors import StaticVectors
+
+# Both are in the test extra; an environment pinned to older transformers may not resolve them.
+MISSING = "{} is not installed (the test extra installs it where pip can resolve it)"
+
+SENTENCE = "The cat sat near the DOG in New_York."
+
+
+def model2vec_model(folder):
+    static = pytest.importorskip("model2vec", reason=MISSING.format("model2vec"))
+    return static.StaticModel.from_pretrained(folder)
+
+
+def sentence_transformer(folder):
+    st = pytest.importorskip(
+        "sentence_transformers", reason=MISSING.format("sentence-transformers")
+    )
+    return st.SentenceTransformer(str(folder), device="cpu")
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    rng = np.random.default_rng(5)
+    words = ["the", "cat", "dog", "new york", "paris"]
+    meta = {
+        "config": {"case": "lower", "layers": "all", "combine": "mean", "pool": "mean"},
+        "model": {"name": "tiny/model", "sha256": "abc123"},
+        "corpus": [{"path": "corpus.txt", "bytes": 42}],
+    }
+    vectors = StaticVectors(words, rng.normal(size=(5, 8)), np.array([60, 5, 3, 2, 0]), meta)
+    vectors.save(tmp_path / "vectors")
+    return tmp_path / "vectors"
+
+
+def naive_words(text: str, vecs: StaticVectors) -> tuple[list[np.ndarray], int]:
+    """Vectors of the known words of ``text`` split as words and punctuation, and the word count."""
+    tokens = re.findall(r"\w+|[^\w\s]+", text.lower())
+    known = [vecs[t.replace("_", " ")] for t in tokens if t.replace("_", " ") in vecs.words]
+    return known, len(tokens)
+
+
+def test_model2vec_export_encodes_words_and_means_of_words(folder):
+    export(folder, ["model2vec"])
+    vecs = StaticVectors.load(folder)
+    model = model2vec_model(folder / "model2vec")
+    np.testing.assert_allclose(model.encode(["cat"])[0], vecs["cat"], atol=1e-6)
+    np.testing.assert_allclose(model.encode(["Paris"])[0], vecs["paris"], atol=1e-6)
+    np.testing.assert_allclose(model.encode(["new_york"])[0], vecs["new york"], atol=1e-6)
+    known, _ = naive_words(SENTENCE, vecs)
+    assert len(known) == 5  # the, cat, the, dog, new_york; sat, near, in, "." are unknown
+    np.testing.assert_allclose(model.encode([SENTENCE])[0], np.mean(known, axis=0), atol=1e-6)
+    np.testing.assert_array_equal(model.encode(["zebra quagga"])[0], np.zeros(8))
+    assert model.base_model_name == "tiny/model" and not model.normalize
+
+
+def test_sentence_transformers_export_encodes_words_and_means_of_words(folder):
+    export(folder, ["sentence-transformers"])
+    vecs = StaticVectors.load(folder)
+    model = sentence_transformer(folder / "sentence-transformers")
+    np.testing.assert_allclose(model.encode("CAT"), vecs["cat"], atol=1e-6)
+    np.testing.assert_allclose(model.encode("the dog"), (vecs["the"] + vecs["dog"]) / 2, atol=1e-6)
+    # StaticEmbedding averages every token: an unknown one is a zero row that shortens the mean
+    # of the known words' vectors without turning it.
+    known, tokens = naive_words(SENTENCE, vecs)
+    expected = np.sum(known, axis=0) / tokens
+    np.testing.assert_allclose(model.encode(SENTENCE), expected, atol=1e-6)
+    np.testing.assert_array_equal(model.encode("zebra"), np.zeros(8))
+
+
+def test_sif_weighting_scales_each_word_by_its_frequency(folder):
+    export(folder, ["model2vec", "sentence-transformers"], sif_coefficient=0.1)
+    vecs = StaticVectors.load(folder)
+    weight = {
+        w: 0.1 / (0.1 + c / vecs.counts.sum()) for w, c in zip(vecs.words, vecs.counts, strict=True)
+    }
+    expected = (weight["the"] * vecs["the"] + weight["cat"] * vecs["cat"]) / 2
+    m2v = model2vec_model(folder / "model2vec")
+    np.testing.assert_allclose(m2v.encode(["the cat"])[0], expected, atol=1e-6)
+    assert m2v.config["sif_coefficient"] == 0.1
+    st = sentence_transformer(folder / "sentence-transformers")
+    np.testing.assert_allclose(st.encode("the cat"), expected, atol=1e-6)
+    assert "| weighting | SIF, a = 0.1 |" in (folder / "model2vec" / "README.md").read_text()
+
+
+def test_case_kept_when_distilled_with_case_keep(tmp_path):
+    rng = np.random.default_rng(6)
+    vecs = StaticVectors(["Paris", "paris"], rng.normal(size=(2, 4)), np.ones(2))
+    vecs.meta["config"] = {"case": "keep"}
+    vecs.save(tmp_path / "v")
+    export(tmp_path / "v", ["model2vec"])
+    model = model2vec_model(tmp_path / "v" / "model2vec")
+    encoded = model.encode(["Paris", "paris", "PARIS"])
+    np.testing.assert_allclose(encoded[:2], vecs.vectors, atol=1e-6)
+    np.testing.assert_array_equal(encoded[2], np.zeros(4))
+
+
+def test_model_card_carries_the_provenance(folder):
+    export(folder, ["model2vec"])
+    card = (folder / "model2vec" / "README.md").read_text()
+    assert card.startswith('---\nlibrary_name: "model2vec"\nbase_model: "tiny/model"\n')
+    assert "| model | `tiny/model` (abc123) |" in card
+    assert "| corpus | corpus.txt (42 bytes) |" in card
+    assert '"sha256": "abc123"' in card  # the whole meta.json
+
+
+def test_first_spelling_wins_and_unknown_row_is_zero():
+    vecs = StaticVectors(["new york", "new_york", "cat"], np.eye(3), np.ones(3))
+    ids, matrix = token_table(vecs)
+    assert ids == {"[UNK]": 0, "new_york": 1, "cat": 2}
+    np.testing.assert_array_equal(matrix, [[0, 0, 0], [1, 0, 0], [0, 0, 1]])
+
+
+def test_existing_export_needs_overwrite_and_bad_weights_are_refused(folder):
+    export(folder, ["model2vec"])
+    (folder / "model2vec" / "stale.txt").write_text("old")
+    with pytest.raises(VectorsError, match="model2vec: exists; pass --overwrite"):
+        export(folder, ["model2vec"])
+    export(folder, ["model2vec"], overwrite=True)
+    assert not (folder / "model2vec" / "stale.txt").exists()
+    assert (folder / "model2vec" / "model.safetensors").exists()
+    with pytest.raises(ConfigError, match="sif_coefficient: weights the model2vec and sentence"):
+        export(folder, ["word2vec"], sif_coefficient=1e-3)
+    with pytest.raises(ConfigError, match="sif_coefficient: must be between 0 and 1, got 1.5"):
+        export(folder, ["model2vec"], overwrite=True, sif_coefficient=1.5)
