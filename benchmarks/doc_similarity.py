@@ -1,0 +1,236 @@
+"""Document similarity on gensim's Lee corpus: Pearson with human judgements of 1,225 pairs.
+
+Data (in ``gensim/test/test_data``): ``lee.cor`` (50 news documents), ``similarities0-1.txt`` (their
+averaged human similarity judgements) and ``lee_background.cor`` (300 documents). gensim's
+``test_lee.py`` requires its LSI pipeline to pass 0.6, the figure of Lee et al. (2005).
+
+Every method sees the same text, background plus the 50 documents (read as latin-1, as
+``test_lee.py`` does):
+- roberta-static: distilled over that text with the offline all-MiniLM-L6-v2, vocabulary built from
+  it (every word, ``min_count=1``), ``max_contexts=0`` so counts are frequencies; scored through
+  spaCy ``doc.similarity`` (the ``roberta_static`` component) and through the model2vec and
+  sentence-transformers exports, plain, with all-but-the-top (``--remove-top-pcs``) and with SIF
+  weighting (``--sif-coefficient``);
+- the decontextualized baseline (each word alone through the model), scored the same ways, with
+  the corpus counts of our run for SIF;
+- gensim Word2Vec (skip-gram, 100 dimensions) trained on the same text, scored the same ways, with
+  its counts for SIF; 100 epochs, since this text is small (10 epochs score far lower);
+- gensim LSI exactly as ``test_lee.py`` builds it (log-entropy, 200 topics); its time is the
+  folding-in of the 50 documents, measured once;
+- MiniLM itself as a sentence encoder (sentence-transformers, mean pooling, 256 word pieces).
+
+Times are the best of 3 runs embedding the 50 documents, models already loaded.
+
+Usage: python benchmarks/doc_similarity.py [--model PATH] [--sif 1e-3] [--remove-top-pcs 4]
+       [--w2v-epochs 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import spacy
+from gensim import corpora, matutils, models
+from gensim.models import Word2Vec
+from gensim.parsing.preprocessing import preprocess_documents
+from gensim.test.utils import datapath
+from model2vec import StaticModel
+from quality import minilm_path
+from scipy.stats import spearmanr
+from sentence_transformers import SentenceTransformer
+
+from roberta_static import DistillConfig, StaticVectors, distill
+from roberta_static.encoder import load_pretrained
+from roberta_static.exports import export
+from roberta_static.pipeline import decontextualized
+from roberta_static.postprocess import PostProcessing, postprocess
+from roberta_static.segment import load_segmenter
+from roberta_static.vocab import Vocabulary
+
+Embed = Callable[[list[str]], np.ndarray]
+PAIRS = np.triu_indices(50, 1)
+
+
+def read_lee(name: str) -> list[str]:
+    """One document per line, decoded as latin-1 like ``test_lee.py``."""
+    with open(datapath(name), "rb") as handle:
+        return [line.decode("latin1").strip() for line in handle if line.strip()]
+
+
+def correlations(embeddings: np.ndarray, human: np.ndarray) -> tuple[float, float]:
+    """Pearson and Spearman of the pairwise cosines with the human judgements."""
+    unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    cosines = (unit @ unit.T)[PAIRS]
+    return float(np.corrcoef(cosines, human)[0, 1]), float(spearmanr(cosines, human).statistic)
+
+
+def timed(embed: Embed, docs: list[str]) -> tuple[np.ndarray, float]:
+    """Embeddings of ``docs`` and the best of 3 timings."""
+    seconds = []
+    for _ in range(3):
+        tick = time.perf_counter()
+        embeddings = np.asarray(embed(docs), dtype=np.float64)
+        seconds.append(time.perf_counter() - tick)
+    return embeddings, min(seconds)
+
+
+def lsi_test_lee(background: list[str], docs: list[str], human: np.ndarray) -> tuple[float, float]:
+    """gensim's ``test_lee.py`` pipeline: its Pearson, and the time to embed the 50 documents."""
+    bg_corpus = preprocess_documents(background)
+    dictionary = corpora.Dictionary(bg_corpus)
+    bg_bow = [dictionary.doc2bow(text) for text in bg_corpus]
+    log_ent = models.LogEntropyModel(bg_bow)
+    lsi = models.LsiModel(log_ent[bg_bow], id2word=dictionary, num_topics=200)
+    tick = time.perf_counter()
+    corpus_lsi = [lsi[log_ent[dictionary.doc2bow(text)]] for text in preprocess_documents(docs)]
+    seconds = time.perf_counter() - tick
+    res = np.array([[matutils.cossim(a, b) for b in corpus_lsi] for a in corpus_lsi])
+    return float(np.corrcoef(res[PAIRS], human)[0, 1]), seconds
+
+
+def spacy_embed(folder: Path) -> Embed:
+    """``doc.vector`` (what ``doc.similarity`` compares) with vectors from ``folder``."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("roberta_static", config={"vectors": str(folder)})
+    return lambda docs: [doc.vector for doc in nlp.pipe(docs)]
+
+
+def model2vec_embed(folder: Path) -> Embed:
+    return StaticModel.from_pretrained(folder).encode
+
+
+def st_embed(folder: Path) -> Embed:
+    return SentenceTransformer(str(folder), device="cpu").encode
+
+
+def saved(vectors: StaticVectors, folder: Path, sif: float | None = None) -> Path:
+    """Save the vectors into ``folder`` with model2vec and sentence-transformers exports."""
+    vectors.save(folder)
+    export(folder, ["model2vec", "sentence-transformers"], sif_coefficient=sif)
+    return folder
+
+
+def static_rows(
+    name: str, vectors: StaticVectors, folder: Path, args: argparse.Namespace
+) -> list[tuple[str, Embed]]:
+    """The ways static vectors embed a document: spaCy, the exports; plain, post-processed, SIF."""
+    top = postprocess(vectors, PostProcessing(remove_top_pcs=args.remove_top_pcs))
+    plain, weighted = saved(vectors, folder / "plain"), saved(vectors, folder / "sif", args.sif)
+    top_only, both = saved(top, folder / "top"), saved(top, folder / "both", args.sif)
+    return [
+        (f"{name}: spaCy doc.similarity", spacy_embed(plain)),
+        (f"{name}: spaCy doc.similarity, top PCs removed", spacy_embed(top_only)),
+        (f"{name}: model2vec export", model2vec_embed(plain / "model2vec")),
+        (f"{name}: model2vec export, SIF", model2vec_embed(weighted / "model2vec")),
+        (f"{name}: model2vec export, top PCs removed + SIF", model2vec_embed(both / "model2vec")),
+        (
+            f"{name}: sentence-transformers export, top PCs removed + SIF",
+            st_embed(both / "sentence-transformers"),
+        ),
+    ]
+
+
+def sif_sweep(vectors: StaticVectors, folder: Path, docs: list[str], human: np.ndarray) -> None:
+    """Pearson of the model2vec export by SIF coefficient (rows) and top PCs removed (columns)."""
+    depths = (0, 2, 4, 6, 8)
+    print(f"{'SIF a':>8}" + "".join(f"{f'D={d}':>8}" for d in depths))
+    for sif in (None, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2):
+        cells = []
+        for depth in depths:
+            processed = postprocess(vectors, PostProcessing(remove_top_pcs=depth))
+            target = folder / f"{sif}-{depth}"
+            processed.save(target)
+            export(target, ["model2vec"], sif_coefficient=sif)
+            cells.append(correlations(model2vec_embed(target / "model2vec")(docs), human)[0])
+        print(f"{str(sif):>8}" + "".join(f"{c:>8.3f}" for c in cells))
+
+
+def word2vec_vectors(texts: list[str], epochs: int) -> StaticVectors:
+    """Skip-gram Word2Vec on the words our corpus vocabulary counts (no punctuation), with counts."""
+    nlp = load_segmenter("en")
+    sentences = [
+        [t.lower_ for t in doc if not (t.is_punct or t.is_space)]
+        for doc in nlp.tokenizer.pipe(texts)
+    ]
+    kv = Word2Vec(
+        sentences, vector_size=100, window=5, min_count=1, sg=1, epochs=epochs, workers=2, seed=0
+    ).wv
+    counts = np.array([kv.get_vecattr(w, "count") for w in kv.index_to_key])
+    return StaticVectors(list(kv.index_to_key), kv.vectors, counts, {"config": {"case": "lower"}})
+
+
+def with_counts_of(vectors: StaticVectors, source: StaticVectors) -> StaticVectors:
+    """``vectors`` with the corpus counts ``source`` has for the same words (SIF needs them)."""
+    count = dict(zip(source.words, source.counts.tolist(), strict=True))
+    counts = np.array([count[w] for w in vectors.words])
+    return StaticVectors(vectors.words, vectors.vectors, counts, vectors.meta)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="encoder (default: the offline MiniLM)")
+    parser.add_argument("--sif", type=float, default=1e-3, help="SIF coefficient of the exports")
+    parser.add_argument("--remove-top-pcs", type=int, default=4, help="all-but-the-top D")
+    parser.add_argument("--w2v-epochs", type=int, default=100, help="Word2Vec epochs")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    print(f"machine: {platform.machine()}, Python {platform.python_version()}")
+    docs, background = read_lee("lee.cor"), read_lee("lee_background.cor")
+    human = np.loadtxt(datapath("similarities0-1.txt"))[PAIRS]
+    texts = background + docs
+    config = DistillConfig(model=args.model or minilm_path(), min_count=1, max_contexts=0)
+
+    tick = time.perf_counter()
+    ours = distill(texts=texts, config=config)
+    distill_seconds = time.perf_counter() - tick
+    model, tokenizer = load_pretrained(config)
+    alone = decontextualized(model, tokenizer, Vocabulary(list(ours.words)), config)
+    alone = with_counts_of(alone, ours)
+    tick = time.perf_counter()
+    word2vec = word2vec_vectors(texts, args.w2v_epochs)
+    word2vec_seconds = time.perf_counter() - tick
+    print(f"encoder: {config.model}")
+    print(
+        f"distill: {len(ours):,} entries, {distill_seconds:.0f} s; Word2Vec: {word2vec_seconds:.0f} s"
+    )
+    print(
+        f"top PCs removed: --remove-top-pcs {args.remove_top_pcs}; SIF: --sif-coefficient {args.sif}"
+    )
+
+    lsi_pearson, lsi_seconds = lsi_test_lee(background, docs, human)
+    minilm = "MiniLM itself, sentence encoder (mean pooling)"
+    embedded = {minilm: timed(st_embed(Path(config.model)), docs)}
+    minilm_seconds = embedded[minilm][1]
+    print(f"\n{'method':68}{'Pearson':>8}{'Spearman':>9}{'50 docs ms':>11}{'speed-up':>9}")
+    print(
+        f"{'gensim LSI as test_lee.py':68}{lsi_pearson:>8.3f}{'':>9}{lsi_seconds * 1e3:>11.1f}"
+        f"{minilm_seconds / lsi_seconds:>8.0f}x"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, vectors in (
+            ("roberta-static", ours),
+            ("decontextualized", alone),
+            ("Word2Vec", word2vec),
+        ):
+            for label, embed in static_rows(name, vectors, Path(tmp) / name, args):
+                embedded[label] = timed(embed, docs)
+        for label, (embeddings, seconds) in embedded.items():
+            pearson, spearman = correlations(embeddings, human)
+            print(
+                f"{label:68}{pearson:>8.3f}{spearman:>9.3f}{seconds * 1e3:>11.1f}{minilm_seconds / seconds:>8.0f}x"
+            )
+        print(
+            "\nroberta-static, model2vec export: Pearson by SIF a (rows) and top PCs removed D (columns)"
+        )
+        sif_sweep(ours, Path(tmp) / "sweep", docs, human)
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
