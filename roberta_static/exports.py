@@ -93,9 +93,9 @@ def export(
 ) -> list[Path]:
     """Add exports to an existing vectors folder, each renamed into place when done."""
     folder = Path(source)
-    vectors = StaticVectors.load(folder)
     formats = list(formats)
     check_options(formats, sif_coefficient)
+    vectors = StaticVectors.load(folder)
     existing = [folder / EXPORT_FILES[f] for f in formats if (folder / EXPORT_FILES[f]).exists()]
     if existing and not overwrite:
         raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")

@@ -93,7 +93,11 @@ class StaticVectors:
     @property
     def case(self) -> str:
         """Case policy the vectors were distilled with: ``lower`` or ``keep``."""
-        return self.meta.get("config", {}).get("case") or guess_case(self.words)
+        return self.meta.get("config", {}).get("case") or self._guessed_case
+
+    @cached_property
+    def _guessed_case(self) -> str:
+        return guess_case(self.words)  # once: every lookup asks for the case policy
 
     @property
     def dim(self) -> int:
