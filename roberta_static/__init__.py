@@ -16,6 +16,7 @@ from .config import DistillConfig, parse_layers
 from .errors import (
     ConfigError,
     CorpusError,
+    KeyNotFoundError,
     ModelLoadError,
     OutputError,
     RobertaStaticError,
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigError",
     "CorpusError",
     "DistillConfig",
+    "KeyNotFoundError",
     "ModelLoadError",
     "OutputError",
     "Progress",
