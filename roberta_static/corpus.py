@@ -7,7 +7,9 @@ import gzip
 import json
 import lzma
 import os
+import zlib
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -19,6 +21,7 @@ _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
     ".bz2": bz2.BZ2File,
     ".xz": lzma.LZMAFile,
 }
+_COMPRESSION_NAMES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 # Units are cut near this size: spaCy refuses texts over nlp.max_length, and memory stays bounded.
 MAX_UNIT_BYTES = 100_000
@@ -132,7 +135,7 @@ class Corpus:
         for index in range(start.file, len(self.files)):
             path = self.files[index]
             resume = start if index == start.file else START
-            with open(path, "rb") as raw:
+            with _read_errors(path), open(path, "rb") as raw:
                 stream = self._open(path, raw)
                 if _looks_binary(stream, resume.offset):
                     self.binary_files.append(path)
@@ -178,6 +181,27 @@ class Corpus:
         if not isinstance(text, str):
             raise CorpusError(f"{path}:{number}: no string field {self.text_field!r}")
         return text
+
+
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """Turn a damaged, truncated or unreadable file into one :class:`CorpusError` naming it.
+
+    The decompressors report damage in several ways (``EOFError``, ``gzip.BadGzipFile``,
+    ``zlib.error``, ``lzma.LZMAError``, ``OSError``); the user needs the file and the problem.
+    """
+    kind = _COMPRESSION_NAMES.get(path.suffix)
+    try:
+        yield
+    except CorpusError:
+        raise
+    except EOFError:
+        raise CorpusError(f"{path}: truncated {kind} file (ended before its end marker)") from None
+    except (OSError, lzma.LZMAError, zlib.error) as error:
+        detail = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        if kind is None or (isinstance(error, OSError) and error.errno is not None):
+            raise CorpusError(f"{path}: cannot read ({detail})") from None
+        raise CorpusError(f"{path}: not valid {kind} data ({detail})") from None
 
 
 def _looks_binary(stream: IO[bytes], offset: int) -> bool:

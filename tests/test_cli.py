@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
+from test_corpus import DAMAGED, write_damaged
 from typer.testing import CliRunner
 
 from roberta_static.cli import app
@@ -127,6 +128,20 @@ def test_bad_input_gives_one_line_and_no_output(
     assert result.output.strip().count("\n") == 0 and result.output.startswith("error: ")
     assert message in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", DAMAGED)
+def test_damaged_compressed_corpus_is_one_line_and_leaves_no_output(
+    case, roberta_dir, vocab_file, tmp_path
+):
+    path, message = write_damaged(tmp_path, case)
+    out = tmp_path / "out"
+    result = run("distill", path, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+                 "--out", out, "--quiet")  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {path}: {message}")
+    assert result.output.count("\n") == 1 and "Aborted" not in result.output
+    assert not out.exists()
 
 
 def test_full_disk_is_one_line_and_leaves_no_output(

@@ -61,6 +61,36 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     assert corpus.bad_bytes == 3
 
 
+_DATA = "".join(f"line {i} of a corpus that compresses\n" for i in range(400)).encode()
+_GZ = gzip.compress(_DATA)
+# Compressed corpus files cut short or not what their suffix says, and the error expected.
+DAMAGED = {
+    "truncated gz": ("cut.txt.gz", _GZ[: len(_GZ) // 2], "truncated gzip file (ended before its end marker)"),
+    "truncated bz2": ("cut.txt.bz2", bz2.compress(_DATA)[:-60], "truncated bzip2 file"),
+    "truncated xz": ("cut.txt.xz", lzma.compress(_DATA)[:-60], "truncated xz file"),
+    "not gzip": ("plain.txt.gz", b"hello world\n", "not valid gzip data (Not a gzipped file"),
+    "damaged gzip": ("bad.txt.gz", _GZ[:12] + bytes(64) + _GZ[76:], "not valid gzip data ("),
+    "junk bz2": ("junk.txt.bz2", b"BZh9" + bytes(range(256)), "not valid bzip2 data ("),
+    "junk xz": ("junk.txt.xz", b"\xfd7zXZ\x00" + b"junk" * 40, "not valid xz data ("),
+}  # fmt: skip
+
+
+def write_damaged(folder: Path, case: str) -> tuple[Path, str]:
+    """Write one of the ``DAMAGED`` files into ``folder``; returns its path and expected error."""
+    name, content, message = DAMAGED[case]
+    (folder / name).write_bytes(content)
+    return folder / name, message
+
+
+@pytest.mark.parametrize("case", DAMAGED)
+def test_damaged_compressed_file_is_one_corpus_error_naming_it(tmp_path, case):
+    path, message = write_damaged(tmp_path, case)
+    with pytest.raises(CorpusError) as caught:
+        list(Corpus([path]))
+    assert str(caught.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(caught.value)
+
+
 def test_decode_matches_python_replace():
     data = b"a\xc3(b\xe2\x82c\xf0\x9f\x98\x80"
     text, bad = decode(data)
