@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import lzma
 import os
+import unicodedata
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -72,6 +74,20 @@ def decode(data: bytes) -> tuple[str, int]:
             position += error.end
 
 
+def normalize_text(text: str) -> str:
+    """The one Unicode form (NFC) of corpus text and vocabulary entries alike.
+
+    ``café`` typed as ``e`` + combining accent (NFD, as macOS file names and some exports write
+    it) then matches ``café`` typed as one character.
+
+    Example:
+        >>> normalize_text("cafe\u0301") == "caf\u00e9"
+        True
+
+    """
+    return unicodedata.normalize("NFC", text)
+
+
 def is_jsonl(path: Path) -> bool:
     """Whether a file holds JSON lines (``.jsonl`` or ``.ndjson``, optionally compressed)."""
     suffixes = path.suffixes
@@ -105,8 +121,9 @@ class Corpus:
     """The text units of one or more corpus paths, read lazily and re-iterable.
 
     A unit is one line of a text file (ended by LF, CRLF or a lone CR), or the ``text_field`` of
-    one line of a JSONL file; units longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory
-    stays bounded whatever the line length. Files holding NUL bytes are binary: they are skipped
+    one line of a JSONL file, in Unicode NFC, without the byte order mark a file may start with;
+    units longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory stays bounded whatever the
+    line length. Files holding NUL bytes are binary: they are skipped
     and listed in ``binary_files``. While iterating, ``bytes_read`` follows the position in the
     input, for progress bars.
 
@@ -153,10 +170,15 @@ class Corpus:
         jsonl = is_jsonl(path)
         line = start.line
         for offset, record in _records(stream, start.offset, whole_lines=jsonl):
+            if offset == 0:
+                record = record.removeprefix(codecs.BOM_UTF8)
             text, bad = decode(record.rstrip(b"\r\n"))
             self.bad_bytes += bad
             if jsonl:
                 text = self._field(path, line, text)
+            # Normalised once, before segmentation: every character offset after this refers to
+            # the same text, the one the subword tokenizer reads.
+            text = normalize_text(text)
             # A lone CR ends a line too (old Mac files, mixed-newline exports).
             pieces = list(split_long(text)) if jsonl else text.split("\r")
             first = start.skip if offset == start.offset else 0

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import lzma
 import re
 import tempfile
+import unicodedata
 from pathlib import Path
 from unittest import mock
 
@@ -91,6 +93,22 @@ def test_damaged_compressed_file_is_one_corpus_error_naming_it(tmp_path, case):
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("name", ["text.txt", "text.txt.gz", "docs.jsonl"])
+def test_byte_order_mark_is_dropped_text_is_nfc_and_resume_still_exact(tmp_path, name):
+    lines = ["cafe\u0301 au lait", "second line", "Cafe\u0301"]
+    if name.endswith(".jsonl"):
+        lines = [json.dumps({"text": line}) for line in lines]
+    data = codecs.BOM_UTF8 + "\n".join(lines).encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    corpus = Corpus([path])
+    units = list(corpus.units())
+    texts = ["caf\u00e9 au lait", "second line", "Caf\u00e9"]
+    assert [text for text, _ in units] == texts and corpus.bad_bytes == 0
+    for cut in range(len(units)):
+        assert [text for text, _ in corpus.units(units[cut][1])] == texts[cut + 1 :]
+
+
 def test_decode_matches_python_replace():
     data = b"a\xc3(b\xe2\x82c\xf0\x9f\x98\x80"
     text, bad = decode(data)
@@ -154,9 +172,10 @@ def test_mixed_and_lone_cr_newlines_end_lines_and_resume(tmp_path):
 
 
 def expected_units(data: bytes) -> list[str]:
-    """Lines of the file as Python splits them on LF, CRLF and lone CR, blanks dropped."""
-    text = data.decode("utf-8", errors="replace")
-    return [line for line in re.split(r"\r\n|\r|\n", text) if line.strip()]
+    """Lines of the file as Python splits them on LF, CRLF and lone CR, blanks dropped; in NFC."""
+    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="replace")
+    lines = re.split(r"\r\n|\r|\n", text)
+    return [unicodedata.normalize("NFC", line) for line in lines if line.strip()]
 
 
 @settings(max_examples=300, deadline=None)
@@ -185,13 +204,20 @@ def test_any_bytes_read_as_their_lines_and_resume_from_every_unit(data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_characters="\0"), min_size=1, max_size=300))
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_characters="\0", blacklist_categories=["Cs"]),
+        min_size=1,
+        max_size=300,
+    )
+)
 def test_long_lines_come_in_bounded_pieces_that_keep_every_character(text):
     with tempfile.TemporaryDirectory() as folder, mock.patch(f"{corpus_module}.MAX_UNIT_BYTES", 16):
         path = Path(folder) / "long.txt"
         path.write_text(text.replace("\n", " ").replace("\r", " "), encoding="utf-8")
         units = list(Corpus([path]).units())
-        # Cuts fall between characters, so the pieces put back together are the line.
-        kept = "".join(text for text, _ in units)
-        assert kept.split() == text.split()
-        assert all(len(piece.encode()) <= 16 for piece, _ in units)
+        # Cuts fall between characters, so the pieces put back together are the line (each piece
+        # in NFC, which can grow UTF-8 text at most 3x: Unicode UAX #15, section 9).
+        kept = unicodedata.normalize("NFC", "".join(text for text, _ in units))
+        assert kept.split() == unicodedata.normalize("NFC", text).split()
+        assert all(len(piece.encode()) <= 3 * 16 for piece, _ in units)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import unicodedata
 from collections import Counter
 
 import numpy as np
@@ -96,6 +98,20 @@ def test_entries_longer_than_the_model_limit_are_counted_never_zero_filled(rober
     model, tokenizer = load_pretrained(config)
     alone = decontextualized(model, tokenizer, Vocabulary.from_file(vocab), config)
     assert alone.words == ["cat", "日本"]
+
+
+def test_byte_order_marks_and_unicode_forms_lose_no_entry(roberta_dir, tmp_path):
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    lines = [f"The cat drank a {nfd} au lait.", f"Paris has a {nfc} near the garden."]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(codecs.BOM_UTF8 + "\n".join(lines).encode())
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(codecs.BOM_UTF8 + f"the\n{nfd}\ngarden\n".encode())
+    vectors = distill(corpus, vocab, DistillConfig(model=str(roberta_dir), layers="1"))
+    as_nfc = [unicodedata.normalize("NFC", line) for line in lines]
+    reference = naive_distill(roberta_dir, as_nfc, ["the", nfc, "garden"], [1], "mean", "mean")
+    assert [reference[w][1] for w in ("the", nfc)] == [2, 2]
+    assert_matches_reference(vectors, reference)
 
 
 def test_vocabulary_built_from_corpus(roberta_dir, corpus_file):
