@@ -13,7 +13,7 @@ from roberta_static.checkpoint import CHECKPOINT_DIR
 from roberta_static.config import DistillConfig
 from roberta_static.errors import ConfigError, OutputError
 
-from ._util import Arg, Opt, one_line_errors
+from ._util import Arg, Opt, one_line_errors, short_list
 from .options import (
     ALLOW_PICKLE,
     BATCH_TOKENS,
@@ -172,6 +172,12 @@ def _summarise(stats: dict, out: Path) -> None:
         f"{stats['split_sentences']:,} sentences split); {stats['tokens']:,} tokens in "
         f"{seconds:.1f} s ({stats['tokens'] / seconds:,.0f} tokens/s)"
     )
+    for key, what in (
+        ("entries_not_found", "not found in the corpus"),
+        ("entries_not_encoded", "found, but too long for the model's input (or without subwords)"),
+    ):
+        if stats.get(key):
+            typer.echo(f"{what} ({len(stats[key]):,}): {short_list(stats[key])} (all in meta.json)")
     skipped = stats["vocabulary"]
     if skipped.get("duplicates") or skipped.get("blank_lines"):
         typer.echo(
@@ -193,7 +199,7 @@ def _warn(stats: dict) -> None:
         )
     binary = stats["binary_files_skipped"]
     if binary:
-        listed = ", ".join(binary[:3]) + (f" and {len(binary) - 3:,} more" if len(binary) > 3 else "")
         typer.echo(
-            f"warning: {len(binary):,} binary files (NUL bytes) skipped: {listed}", err=True
+            f"warning: {len(binary):,} binary files (NUL bytes) skipped: {short_list(binary, 3)}",
+            err=True,
         )

@@ -200,6 +200,21 @@ def test_skipped_and_repaired_input_is_warned_even_when_quiet(roberta_dir, vocab
     ]
 
 
+def test_summary_and_meta_name_the_entries_never_found(roberta_dir, corpus_file, tmp_path):
+    absent = ["zebra"] + [f"absent{i}" for i in range(14)]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("cat\n" + "\n".join(absent) + "\nparis\n")
+    out = tmp_path / "out"
+    result = run("distill", corpus_file, "--vocab", vocab, "--model", roberta_dir, "-l", "1",
+                 "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert StaticVectors.load(out).meta["stats"]["entries_not_found"] == absent
+    shown = ", ".join(absent[:10])
+    assert f"not found in the corpus (15): {shown} and 5 more (all in meta.json)\n" in result.output
+    info = run("info", out)
+    assert f"  entries_not_found: {shown} and 5 more\n" in info.output
+
+
 def test_distill_prints_the_accumulator_size_before_the_run(
     roberta_dir, corpus_file, vocab_file, tmp_path
 ):
