@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 
@@ -17,12 +17,6 @@ Opt = typer.Option
 def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
     """A str Enum, so Typer lists the choices in ``--help`` and rejects others."""
     return Enum(name, {value: value for value in values}, type=str)  # type: ignore[return-value]
-
-
-def short_list(items: Sequence[object], shown: int = 10) -> str:
-    """The first ``shown`` items and how many more: ``a, b, c and 12 more``."""
-    listed = ", ".join(str(item) for item in items[:shown])
-    return listed + (f" and {len(items) - shown:,} more" if len(items) > shown else "")
 
 
 @contextmanager

@@ -9,11 +9,12 @@ from pathlib import Path
 import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir
-from roberta_static.checkpoint import CHECKPOINT_DIR
+from roberta_static.checkpoint import CHECKPOINT_DIR, checkpoint_entries
 from roberta_static.config import DistillConfig
-from roberta_static.errors import ConfigError, OutputError
+from roberta_static.errors import ConfigError, OutputError, short_list
+from roberta_static.vectors import vectors_folder_entries
 
-from ._util import Arg, Opt, one_line_errors, short_list
+from ._util import Arg, Opt, one_line_errors
 from .options import (
     ALLOW_PICKLE,
     BATCH_TOKENS,
@@ -45,6 +46,9 @@ from .options import (
     make_config,
     quiet_transformers,
 )
+
+# A distill output folder holds vectors (and exports), a checkpoint, or both.
+OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
 
 
 # fmt: off
@@ -104,6 +108,7 @@ def distill_command(
         export_formats = parse_formats(formats)
         if resume is not None:
             out, corpus, config, saved = _resume(resume, corpus, given)
+            check_output_dir(out, True, OUTPUT_KINDS)
         else:
             if given is None or out is None or not corpus:
                 raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
@@ -119,7 +124,7 @@ def distill_command(
                 resume_from=saved,
             )
         replace_run = overwrite or (out / CHECKPOINT_DIR).exists()
-        with atomic_directory(out, replace_run) as staging:
+        with atomic_directory(out, replace_run, OUTPUT_KINDS) as staging:
             vectors.write_into(staging)
             write_exports(vectors, staging, export_formats)
         _warn(vectors.meta["stats"])
@@ -142,12 +147,13 @@ def _resume(folder: Path, corpus: list[Path], given: DistillConfig | None) -> tu
 
 
 def _check_fresh_output(out: Path, overwrite: bool) -> None:
-    if (out / CHECKPOINT_DIR).exists() and not overwrite:
+    unfinished = (out / CHECKPOINT_DIR).exists()
+    check_output_dir(out, overwrite or unfinished, OUTPUT_KINDS)
+    if unfinished and not overwrite:
         raise OutputError(
             f"{out}: holds the checkpoint of an unfinished run; pass --resume {out} to continue "
             "or --overwrite to start again"
         )
-    check_output_dir(out, overwrite)
 
 
 def _stop_on_signals(stop: threading.Event) -> None:

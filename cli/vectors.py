@@ -7,7 +7,9 @@ from pathlib import Path
 
 import typer
 
-from ._util import Arg, Opt, one_line_errors, short_list
+from roberta_static.errors import short_list
+
+from ._util import Arg, Opt, one_line_errors
 
 
 # fmt: off

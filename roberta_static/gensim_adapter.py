@@ -16,14 +16,9 @@ from gensim.models import KeyedVectors
 
 from .atomic import atomic_files
 from .errors import ConfigError, VectorsError
-from .vectors import StaticVectors
+from .vectors import EXPORT_FILES, StaticVectors
 
 ExportFormat = Literal["kv", "word2vec", "word2vec-bin"]
-EXPORT_FILES: dict[str, str] = {
-    "kv": "vectors.kv",
-    "word2vec": "vectors.txt",
-    "word2vec-bin": "vectors.bin",
-}
 
 
 def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -> KeyedVectors:

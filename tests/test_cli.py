@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
+from test_atomic import snapshot, user_folder
 from test_corpus import DAMAGED, write_damaged
 from typer.testing import CliRunner
 
@@ -142,6 +143,80 @@ def test_damaged_compressed_corpus_is_one_line_and_leaves_no_output(
     assert result.output.startswith(f"error: {path}: {message}")
     assert result.output.count("\n") == 1 and "Aborted" not in result.output
     assert not out.exists()
+
+
+WRITERS = ["distill", "postprocess", "sweep", "spacy-init"]
+
+
+def writer_args(command, out, model, corpus, vocab, tmp):
+    """Arguments of a command that writes the folder ``out``, inputs made under ``tmp``."""
+    vectors = tmp / "vectors"
+    if not vectors.exists():
+        rng = np.random.default_rng(0)
+        StaticVectors(["cat", "dog", "garden"], rng.normal(size=(3, 4)), [3, 2, 1]).save(vectors)
+    pairs = tmp / "pairs.tsv"
+    pairs.write_text("cat\tdog\t8\ncat\tgarden\t2\ndog\tgarden\t3\n")
+    inputs = [corpus, "--vocab", vocab, "--model", model, "-q"]
+    return {
+        "distill": ["distill", *inputs, "-l", "1", "--out", out],
+        "postprocess": ["postprocess", vectors, out, "--center"],
+        "sweep": ["sweep", *inputs, "--dataset", pairs, "--out", out],
+        "spacy-init": ["spacy-init", vectors, out],
+    }[command]
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_overwrite_never_deletes_files_roberta_static_did_not_write(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    out = user_folder(tmp_path / "mine")
+    args = writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path)
+    before = snapshot(tmp_path)
+    result = run(*args, "--overwrite")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {out}: holds notes.txt, sub/, which roberta-static did not write; choose a new "
+        "or empty output folder (--overwrite replaces only roberta-static's own outputs)\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_overwrite_replaces_an_output_of_the_same_command(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    out = tmp_path / "out"
+    args = writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path)
+    assert run(*args).exit_code == 0
+    written = sorted(p.name for p in out.iterdir())
+    again = run(*args)
+    assert again.exit_code == 1 and "pass --overwrite" in again.output
+    (out / "notes.txt").write_text("mine")
+    assert run(*args, "--overwrite").exit_code == 1 and (out / "notes.txt").exists()
+    (out / "notes.txt").unlink()
+    inode = out.stat().st_ino
+    replaced = run(*args, "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert out.stat().st_ino != inode and sorted(p.name for p in out.iterdir()) == written
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_the_current_folder_is_refused_and_nothing_is_left(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = writer_args(command, Path("."), roberta_dir, corpus_file, vocab_file, tmp_path)
+    before = snapshot(tmp_path)
+    result = run(*args, "--overwrite")
+    assert result.exit_code == 1
+    assert result.output == (
+        "error: .: is the current folder or holds it, and cannot be replaced; "
+        "choose an output folder inside it\n"
+    )
+    assert snapshot(tmp_path) == before
 
 
 def test_full_disk_is_one_line_and_leaves_no_output(
