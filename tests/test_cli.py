@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,10 @@ from test_atomic import snapshot, user_folder
 from test_corpus import DAMAGED, write_damaged
 from typer.testing import CliRunner
 
+from roberta_static import DistillConfig, distill
+from roberta_static.checkpoint import Checkpointing
 from roberta_static.cli import app
+from roberta_static.errors import Interrupted
 from roberta_static.vectors import StaticVectors
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -199,6 +203,32 @@ def test_overwrite_replaces_an_output_of_the_same_command(
     assert replaced.exit_code == 0, replaced.output
     assert out.stat().st_ino != inode and sorted(p.name for p in out.iterdir()) == written
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_checkpoint_folder_holding_user_files_is_refused_before_the_run(
+    roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    out = tmp_path / "out"
+    stop = threading.Event()
+    stop.set()
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=1)
+    with pytest.raises(Interrupted):
+        distill(corpus_file, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(tmp_path)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("roberta_static.pipeline.distill", never)
+    fresh = [corpus_file, "--vocab", vocab_file, "--model", roberta_dir, "--out", out]
+    for args in (["--resume", out], [*fresh, "--overwrite"], fresh):
+        result = run("distill", *args, "-q")
+        assert result.exit_code == 1
+        assert result.output.startswith(
+            f"error: {out}: holds notes.txt, which roberta-static did not write;"
+        )
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("command", WRITERS)
