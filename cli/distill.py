@@ -9,9 +9,10 @@ from pathlib import Path
 import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir
-from roberta_static.checkpoint import CHECKPOINT_DIR
+from roberta_static.checkpoint import CHECKPOINT_DIR, checkpoint_entries
 from roberta_static.config import DistillConfig
-from roberta_static.errors import ConfigError, OutputError
+from roberta_static.errors import ConfigError, OutputError, short_list
+from roberta_static.vectors import vectors_folder_entries
 
 from ._util import Arg, Opt, one_line_errors
 from .options import (
@@ -46,6 +47,9 @@ from .options import (
     make_config,
     quiet_transformers,
 )
+
+# A distill output folder holds vectors (and exports), a checkpoint, or both.
+OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
 
 
 # fmt: off
@@ -107,6 +111,7 @@ def distill_command(
         check_options(export_formats, sif_coefficient)
         if resume is not None:
             out, corpus, config, saved = _resume(resume, corpus, given)
+            check_output_dir(out, True, OUTPUT_KINDS)
         else:
             if given is None or out is None or not corpus:
                 raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
@@ -122,7 +127,7 @@ def distill_command(
                 resume_from=saved,
             )
         replace_run = overwrite or (out / CHECKPOINT_DIR).exists()
-        with atomic_directory(out, replace_run) as staging:
+        with atomic_directory(out, replace_run, OUTPUT_KINDS) as staging:
             vectors.write_into(staging)
             write_exports(vectors, staging, export_formats, sif_coefficient)
         _warn(vectors.meta["stats"])
@@ -145,12 +150,13 @@ def _resume(folder: Path, corpus: list[Path], given: DistillConfig | None) -> tu
 
 
 def _check_fresh_output(out: Path, overwrite: bool) -> None:
-    if (out / CHECKPOINT_DIR).exists() and not overwrite:
+    unfinished = (out / CHECKPOINT_DIR).exists()
+    check_output_dir(out, overwrite or unfinished, OUTPUT_KINDS)
+    if unfinished and not overwrite:
         raise OutputError(
             f"{out}: holds the checkpoint of an unfinished run; pass --resume {out} to continue "
             "or --overwrite to start again"
         )
-    check_output_dir(out, overwrite)
 
 
 def _stop_on_signals(stop: threading.Event) -> None:
@@ -175,6 +181,12 @@ def _summarise(stats: dict, out: Path) -> None:
         f"{stats['split_sentences']:,} sentences split); {stats['tokens']:,} tokens in "
         f"{seconds:.1f} s ({stats['tokens'] / seconds:,.0f} tokens/s)"
     )
+    for key, what in (
+        ("entries_not_found", "not found in the corpus"),
+        ("entries_not_encoded", "found, but too long for the model's input (or without subwords)"),
+    ):
+        if stats.get(key):
+            typer.echo(f"{what} ({len(stats[key]):,}): {short_list(stats[key])} (all in meta.json)")
     skipped = stats["vocabulary"]
     if skipped.get("duplicates") or skipped.get("blank_lines"):
         typer.echo(
@@ -196,7 +208,7 @@ def _warn(stats: dict) -> None:
         )
     binary = stats["binary_files_skipped"]
     if binary:
-        listed = ", ".join(binary[:3]) + (f" and {len(binary) - 3:,} more" if len(binary) > 3 else "")
         typer.echo(
-            f"warning: {len(binary):,} binary files (NUL bytes) skipped: {listed}", err=True
+            f"warning: {len(binary):,} binary files (NUL bytes) skipped: {short_list(binary, 3)}",
+            err=True,
         )

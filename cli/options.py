@@ -44,7 +44,7 @@ FILL_UNSEEN = Opt(default("fill_unseen"), help="decontextualized: embed entries 
 TRUST_REMOTE_CODE = Opt(False, "--trust-remote-code", help="Run model code from the hub (only for models you trust)")
 ALLOW_PICKLE = Opt(False, "--allow-pickle", help="Load pickled .bin weights when there is no safetensors file")
 QUIET = Opt(False, "--quiet", "-q", help="No progress bar or summary")
-OVERWRITE = Opt(False, "--overwrite", help="Replace a non-empty output folder")
+OVERWRITE = Opt(False, "--overwrite", help="Replace an output folder that roberta-static wrote (never one holding other files)")
 SIF_COEFFICIENT = Opt(None, "--sif-coefficient", help="Weight words by a/(a + p(word)) in the model2vec and sentence-transformers exports (SIF; p from the counts, so distill with --max-contexts 0); 1e-3 is a common a", show_default=False)
 DATASETS = Opt(["simlex999", "wordsim353"], "--dataset", "-d", help="Word-pair dataset: simlex999, wordsim353 (bundled with gensim) or a word1<TAB>word2<TAB>score file; repeat for several")
 # fmt: on

@@ -122,7 +122,14 @@ def sweep_command(
     """Score every layer and range of layers in one pass; write a table, sweep.csv and sweep.png."""
     with one_line_errors():
         from roberta_static.atomic import atomic_directory, check_output_dir
-        from roberta_static.sweep import plot, run_sweep, write_csv
+        from roberta_static.sweep import (
+            CSV_FILE,
+            PLOT_FILE,
+            plot,
+            run_sweep,
+            sweep_folder_entries,
+            write_csv,
+        )
 
         from .progress import DistillProgress
 
@@ -133,15 +140,15 @@ def sweep_command(
             max_vocab=max_vocab, fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle,
         )
-        check_output_dir(out, overwrite)
+        check_output_dir(out, overwrite, [sweep_folder_entries])
         quiet_transformers()
         with DistillProgress(disable=quiet) as bar:
             results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)
-        with atomic_directory(out, overwrite) as staging:
-            write_csv(results, staging / "sweep.csv")
-            plot(results, staging / "sweep.png")
+        with atomic_directory(out, overwrite, [sweep_folder_entries]) as staging:
+            write_csv(results, staging / CSV_FILE)
+            plot(results, staging / PLOT_FILE)
         _print_sweep(results)
-        typer.echo(f"wrote {out / 'sweep.csv'} and {out / 'sweep.png'}")
+        typer.echo(f"wrote {out / CSV_FILE} and {out / PLOT_FILE}")
 
 
 def _print_sweep(results: list) -> None:

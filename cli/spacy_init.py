@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
 from ._util import Arg, Opt, one_line_errors
+
+# The key spacy-init adds to the pipeline's meta.json: how --overwrite knows it wrote a folder.
+_MARK = "roberta_static"
 
 
 # fmt: off
@@ -14,7 +18,7 @@ def spacy_init_command(
     vectors: Path = Arg(..., help="Vectors folder from distill, or a word2vec .txt/.bin file", show_default=False),
     out: Path = Arg(..., help="Folder for the pipeline (spacy.load(OUT) reads it)", show_default=False),
     base: str = Opt("blank:en", "--base", help="blank:LANG, or an installed pipeline's name or path"),
-    overwrite: bool = Opt(False, "--overwrite", help="Replace a non-empty output folder"),
+    overwrite: bool = Opt(False, "--overwrite", help="Replace a pipeline folder that spacy-init wrote"),
     replace_trained_vectors: bool = Opt(False, "--replace-trained-vectors", help="Replace vectors that the base pipeline's components were trained on"),
 ) -> None:
     # fmt: on
@@ -22,10 +26,11 @@ def spacy_init_command(
     with one_line_errors():
         import spacy
 
+        from roberta_static import __version__
         from roberta_static.atomic import atomic_directory, check_output_dir
         from roberta_static.errors import ConfigError
 
-        check_output_dir(out, overwrite)
+        check_output_dir(out, overwrite, [_pipeline_entries])
         try:
             nlp = spacy.blank(base.removeprefix("blank:")) if base.startswith("blank:") else spacy.load(base)
         except (OSError, ImportError) as error:
@@ -34,6 +39,20 @@ def spacy_init_command(
             "roberta_static",
             config={"vectors": str(vectors), "replace_trained_vectors": replace_trained_vectors},
         )
-        with atomic_directory(out, overwrite) as staging:
+        nlp.meta[_MARK] = {"written_by": "roberta-static spacy-init", "version": __version__}
+        with atomic_directory(out, overwrite, [_pipeline_entries]) as staging:
             nlp.to_disk(staging)
         typer.echo(f"wrote {out}: {nlp.vocab.vectors.shape[0]:,} vectors; spacy.load({str(out)!r})")
+
+
+def _pipeline_entries(folder: Path) -> tuple[str, ...] | None:
+    """What a pipeline folder holds, when spacy-init wrote it (see ``atomic.OwnEntries``)."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get(_MARK), dict):
+        return None
+    names = {str(name) for key in ("pipeline", "components") for name in meta.get(key, [])}
+    # nlp.to_disk writes these, and one folder or file (NAME.json) per component.
+    return ("config.cfg", "meta.json", "tokenizer", "vocab", *names, *(f"{n}.*" for n in names))

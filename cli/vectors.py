@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from roberta_static.errors import short_list
+
 from ._util import Arg, Opt, one_line_errors
 from .options import SIF_COEFFICIENT
 
@@ -46,7 +48,8 @@ def info_command(
         for section in ("model", "config", "stats"):
             typer.echo(f"{section}:")
             for key, value in meta.get(section, {}).items():
-                typer.echo(f"  {key}: {value}")
+                long = isinstance(value, list) and len(value) > 10  # entries never found, say
+                typer.echo(f"  {key}: {short_list(value) if long else value}")
         for item in meta.get("corpus", []):
             typer.echo(f"corpus: {item['path']} ({item['bytes']:,} bytes)")
 

@@ -82,6 +82,13 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
     return target
 
 
+def checkpoint_entries(folder: Path) -> tuple[str, ...] | None:
+    """A checkpoint's entries, when ``folder`` holds one of ours (see ``atomic.OwnEntries``)."""
+    if not any(folder.glob(f"{CHECKPOINT_DIR}*/**/state.json")):
+        return None
+    return (CHECKPOINT_DIR, f"{CHECKPOINT_DIR}.*")
+
+
 def load_checkpoint(folder: Path) -> Checkpoint:
     """Read ``folder/.checkpoint`` (or the previous one, if a crash hit the swap)."""
     target = folder / CHECKPOINT_DIR

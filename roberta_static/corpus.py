@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import lzma
 import os
+import unicodedata
+import zlib
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -19,6 +23,7 @@ _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
     ".bz2": bz2.BZ2File,
     ".xz": lzma.LZMAFile,
 }
+_COMPRESSION_NAMES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 # Units are cut near this size: spaCy refuses texts over nlp.max_length, and memory stays bounded.
 MAX_UNIT_BYTES = 100_000
@@ -69,6 +74,20 @@ def decode(data: bytes) -> tuple[str, int]:
             position += error.end
 
 
+def normalize_text(text: str) -> str:
+    """The one Unicode form (NFC) of corpus text and vocabulary entries alike.
+
+    ``café`` typed as ``e`` + combining accent (NFD, as macOS file names and some exports write
+    it) then matches ``café`` typed as one character.
+
+    Example:
+        >>> normalize_text("cafe\u0301") == "caf\u00e9"
+        True
+
+    """
+    return unicodedata.normalize("NFC", text)
+
+
 def is_jsonl(path: Path) -> bool:
     """Whether a file holds JSON lines (``.jsonl`` or ``.ndjson``, optionally compressed)."""
     suffixes = path.suffixes
@@ -102,8 +121,9 @@ class Corpus:
     """The text units of one or more corpus paths, read lazily and re-iterable.
 
     A unit is one line of a text file (ended by LF, CRLF or a lone CR), or the ``text_field`` of
-    one line of a JSONL file; units longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory
-    stays bounded whatever the line length. Files holding NUL bytes are binary: they are skipped
+    one line of a JSONL file, in Unicode NFC, without the byte order mark a file may start with;
+    units longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory stays bounded whatever the
+    line length. Files holding NUL bytes are binary: they are skipped
     and listed in ``binary_files``. While iterating, ``bytes_read`` follows the position in the
     input, for progress bars.
 
@@ -139,7 +159,7 @@ class Corpus:
         for index in range(start.file, len(self.files)):
             path = self.files[index]
             resume = start if index == start.file else START
-            with open(path, "rb") as raw:
+            with _read_errors(path), open(path, "rb") as raw:
                 stream = self._open(path, raw)
                 if _looks_binary(stream, resume.offset):
                     self.binary_files.append(path)
@@ -157,10 +177,15 @@ class Corpus:
         jsonl = is_jsonl(path)
         line = start.line
         for offset, record in _records(stream, start.offset, whole_lines=jsonl):
+            if offset == 0:
+                record = record.removeprefix(codecs.BOM_UTF8)
             text, bad = decode(record.rstrip(b"\r\n"))
             self.bad_bytes += bad
             if jsonl:
                 text = self._field(path, line, text)
+            # Normalised once, before segmentation: every character offset after this refers to
+            # the same text, the one the subword tokenizer reads.
+            text = normalize_text(text)
             # A lone CR ends a line too (old Mac files, mixed-newline exports).
             pieces = list(split_long(text)) if jsonl else text.split("\r")
             first = start.skip if offset == start.offset else 0
@@ -238,9 +263,29 @@ class TextCorpus:
             if not isinstance(text, str):
                 raise CorpusError(f"texts: item {index} is {type(text).__name__}, expected str")
             self.bytes_read += len(text.encode("utf-8"))
-            for number, piece in enumerate(split_long(text), start=1):
+            for number, piece in enumerate(split_long(normalize_text(text)), start=1):
                 if piece.strip():
                     yield piece, Position(0, index, index + 1, number)
+
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """Turn a damaged, truncated or unreadable file into one :class:`CorpusError` naming it.
+
+    The decompressors report damage in several ways (``EOFError``, ``gzip.BadGzipFile``,
+    ``zlib.error``, ``lzma.LZMAError``, ``OSError``); the user needs the file and the problem.
+    """
+    kind = _COMPRESSION_NAMES.get(path.suffix)
+    try:
+        yield
+    except CorpusError:
+        raise
+    except EOFError:
+        raise CorpusError(f"{path}: truncated {kind} file (ended before its end marker)") from None
+    except (OSError, lzma.LZMAError, zlib.error) as error:
+        detail = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        if kind is None or (isinstance(error, OSError) and error.errno is not None):
+            raise CorpusError(f"{path}: cannot read ({detail})") from None
+        raise CorpusError(f"{path}: not valid {kind} data ({detail})") from None
 
 
 def _looks_binary(stream: IO[bytes], offset: int) -> bool:

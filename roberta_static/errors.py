@@ -6,6 +6,8 @@ and prints one line. Each subclass also inherits the builtin a caller would expe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class RobertaStaticError(Exception):
     """Base class of all errors raised for bad input or configuration."""
@@ -48,3 +50,14 @@ class KeyNotFoundError(RobertaStaticError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+def short_list(items: Sequence[object], shown: int = 10) -> str:
+    """The first ``shown`` items and how many more, for a one-line message.
+
+    Example:
+        >>> short_list(["a", "b", "c", "d"], shown=2)
+        'a, b and 2 more'
+
+    """
+    listed = ", ".join(str(item) for item in items[:shown])
+    return listed + (f" and {len(items) - shown:,} more" if len(items) > shown else "")

@@ -16,6 +16,7 @@ from gensim.models import KeyedVectors
 from gensim.test.utils import datapath
 from scipy.stats import pearsonr, spearmanr
 
+from .corpus import normalize_text
 from .errors import DatasetError
 from .vectors import StaticVectors, guess_case
 
@@ -93,7 +94,7 @@ def read_pairs(path: str | os.PathLike) -> list[tuple[str, str, float]]:
     """Read ``word1<TAB>word2<TAB>score`` lines (whitespace works too); ``#`` starts a comment."""
     path = Path(path)
     pairs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         fields = line.split("\t") if "\t" in line else line.split()
@@ -110,10 +111,13 @@ def read_pairs(path: str | os.PathLike) -> list[tuple[str, str, float]]:
 def find_key(kv: KeyedVectors, word: str, lower: bool) -> str | None:
     """The key of ``word`` in ``kv``, or None.
 
-    Tried as written, lower-cased when ``lower``, and for phrases with ``_`` between their words
-    (as word2vec exports write them).
+    Tried as written, in NFC (the form distilled entries have), lower-cased when ``lower``, and for
+    phrases with ``_`` between their words (as word2vec exports write them).
     """
-    for spelling in (word, word.lower()) if lower else (word,):
+    spellings = [word, normalize_text(word)]
+    if lower:
+        spellings += [spelling.lower() for spelling in spellings]
+    for spelling in spellings:
         for key in (spelling, spelling.replace(" ", "_")):
             if key in kv.key_to_index:
                 return key

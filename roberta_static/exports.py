@@ -14,16 +14,9 @@ from typing import Literal
 
 from .atomic import atomic_files
 from .errors import ConfigError, VectorsError
-from .vectors import StaticVectors
+from .vectors import EXPORT_FILES, StaticVectors
 
 ExportFormat = Literal["kv", "word2vec", "word2vec-bin", "model2vec", "sentence-transformers"]
-EXPORT_FILES: dict[str, str] = {
-    "kv": "vectors.kv",
-    "word2vec": "vectors.txt",
-    "word2vec-bin": "vectors.bin",
-    "model2vec": "model2vec",
-    "sentence-transformers": "sentence-transformers",
-}
 GENSIM_FORMATS = ("kv", "word2vec", "word2vec-bin")
 SENTENCE_FORMATS = ("model2vec", "sentence-transformers")
 

@@ -15,8 +15,7 @@ import numpy as np
 from gensim.models import KeyedVectors
 
 from .errors import VectorsError
-from .exports import EXPORT_FILES
-from .vectors import StaticVectors
+from .vectors import EXPORT_FILES, StaticVectors
 
 GensimFormat = Literal["kv", "word2vec", "word2vec-bin"]
 

@@ -69,7 +69,13 @@ ProgressCallback = Callable[[Progress | Plan], None]
 
 @dataclass
 class RunStats:
-    """What one run read, skipped and computed; written to ``meta.json``."""
+    """What one run read, skipped and computed; written to ``meta.json``.
+
+    ``entries_not_found`` lists the vocabulary entries that never occur in the corpus;
+    ``entries_not_encoded`` those that occur, but never in a form the encoder could read (each
+    occurrence longer than the model's input window, or without subwords). Neither has a
+    contextual vector; ``fill_unseen`` may still give them one.
+    """
 
     text_units: int = 0
     sentences: int = 0
@@ -89,6 +95,8 @@ class RunStats:
     entries: int = 0
     entries_found: int = 0
     entries_filled: int = 0
+    entries_not_found: list[str] = field(default_factory=list)
+    entries_not_encoded: list[str] = field(default_factory=list)
     seconds: float = 0.0
     vocabulary: dict[str, int] = field(default_factory=dict)
 
@@ -214,7 +222,10 @@ def distill_from_model(
     if stats.sentences == 0:
         raise CorpusError(f"{corpus}: corpus holds no text")
     keep = counts > 0
+    seen = state.remaining < _contexts_allowed(config)
     stats.entries_found = int(keep.sum())
+    stats.entries_not_found = [vocab.entries[i] for i in np.flatnonzero(~seen)]
+    stats.entries_not_encoded = [vocab.entries[i] for i in np.flatnonzero(seen & ~keep)]
     if config.fill_unseen == "decontextualized" and not keep.all():
         unseen = np.flatnonzero(~keep)
         filled, embedded = _decontextualized(encoder, vocab, unseen, config)
@@ -247,8 +258,7 @@ class _PassState:
 
     @classmethod
     def fresh(cls, n_entries: int, config: DistillConfig) -> _PassState:
-        unlimited = np.iinfo(np.int64).max
-        remaining = np.full(n_entries, config.max_contexts or unlimited, dtype=np.int64)
+        remaining = np.full(n_entries, _contexts_allowed(config), dtype=np.int64)
         return cls(START, remaining, RunStats(entries=n_entries))
 
     @classmethod
@@ -418,6 +428,11 @@ def torch_from(array: np.ndarray, like: Any) -> Any:
     import torch
 
     return torch.from_numpy(array).to(like.device)
+
+
+def _contexts_allowed(config: DistillConfig) -> int:
+    """Occurrences each entry may contribute: ``max_contexts``, or all of them when 0."""
+    return config.max_contexts or int(np.iinfo(np.int64).max)
 
 
 def _take_contexts(

@@ -25,6 +25,20 @@ from .vocab import Vocabulary
 if TYPE_CHECKING:
     from .pipeline import ProgressCallback
 
+CSV_FILE = "sweep.csv"
+PLOT_FILE = "sweep.png"
+CSV_HEADER = (
+    "candidate",
+    "layers",
+    "postprocessing",
+    "anisotropy",
+    "dataset",
+    "spearman",
+    "pearson",
+    "covered",
+    "pairs",
+)
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -134,19 +148,7 @@ def write_csv(results: list[SweepResult], path: str | os.PathLike) -> None:
     """One row per candidate, post-processing and dataset."""
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(
-            [
-                "candidate",
-                "layers",
-                "postprocessing",
-                "anisotropy",
-                "dataset",
-                "spearman",
-                "pearson",
-                "covered",
-                "pairs",
-            ]
-        )
+        writer.writerow(CSV_HEADER)
         for result in results:
             for name, scores in result.scores.items():
                 writer.writerow(
@@ -190,3 +192,16 @@ def plot(results: list[SweepResult], path: str | os.PathLike) -> None:
     figure.tight_layout()
     figure.savefig(Path(path), dpi=120)
     pyplot.close(figure)
+
+
+def sweep_folder_entries(folder: Path) -> tuple[str, ...] | None:
+    """What a sweep folder holds, when ``folder`` is one this package wrote (see ``OwnEntries``).
+
+    The mark is a ``sweep.csv`` that starts with our header.
+    """
+    try:
+        with open(folder / CSV_FILE, encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return (CSV_FILE, PLOT_FILE) if header == list(CSV_HEADER) else None

@@ -5,7 +5,9 @@ folder of three plain files::
 
     vectors.npy   float32 [V, D] (np.save, no pickle)
     vocab.tsv     word<TAB>count per row
-    meta.json     config, model, corpus, stats
+    meta.json     format marker, config, model, corpus, stats
+
+plus the gensim exports written beside them on request.
 """
 
 from __future__ import annotations
@@ -27,10 +29,20 @@ from .queries import cosines, query_vector, top_rows, unit
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
 
+FORMAT = "roberta-static vectors"
 FORMAT_VERSION = 1
 VECTORS_FILE = "vectors.npy"
 VOCAB_FILE = "vocab.tsv"
 META_FILE = "meta.json"
+EXPORT_FILES: dict[str, str] = {
+    "kv": "vectors.kv",
+    "word2vec": "vectors.txt",
+    "word2vec-bin": "vectors.bin",
+    "model2vec": "model2vec",
+    "sentence-transformers": "sentence-transformers",
+}
+# gensim stores a large .kv's arrays beside it (vectors.kv.vectors.npy).
+_FOLDER_ENTRIES = (VECTORS_FILE, VOCAB_FILE, META_FILE, *EXPORT_FILES.values(), "vectors.kv.*")
 
 Key = str | np.ndarray
 """A word or phrase, or a vector of the same width."""
@@ -203,8 +215,12 @@ class StaticVectors:
         yield " ".join(entry.replace("_", " ").split())
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
-        """Write the folder atomically; an existing non-empty folder needs ``overwrite=True``."""
-        with atomic_directory(path, overwrite) as staging:
+        """Write the folder atomically.
+
+        An existing non-empty folder is replaced only with ``overwrite=True``, and only when it is
+        a vectors folder this package wrote, holding nothing else.
+        """
+        with atomic_directory(path, overwrite, [vectors_folder_entries]) as staging:
             self.write_into(staging)
         return Path(path)
 
@@ -217,7 +233,7 @@ class StaticVectors:
         with open(folder / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as handle:
             rows = zip(self.words, self.counts.tolist(), strict=True)
             handle.writelines(f"{word}\t{count}\n" for word, count in rows)
-        meta = {"format_version": FORMAT_VERSION, **self.meta}
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **self.meta}
         (folder / META_FILE).write_text(
             json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
@@ -258,6 +274,23 @@ def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:
     if isinstance(keys, str) or (isinstance(keys, np.ndarray) and keys.ndim == 1):
         return [(keys, weight)]
     return [key if isinstance(key, tuple) else (key, weight) for key in keys]
+
+def vectors_folder_entries(folder: Path) -> tuple[str, ...] | None:
+    """What a vectors folder holds, when ``folder`` is one this package wrote (see ``OwnEntries``).
+
+    The mark is ``meta.json`` with our format (or, from before the format marker, our package).
+    """
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    package = meta.get("package")
+    ours = meta.get("format") == FORMAT or (
+        isinstance(package, dict) and package.get("name") == "roberta-static"
+    )
+    return _FOLDER_ENTRIES if ours else None
 
 
 def guess_case(words: list[str]) -> str:

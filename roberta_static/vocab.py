@@ -1,7 +1,8 @@
 """The vocabulary: entries read from a file or counted in the corpus, and matched in sentences.
 
 The case policy lives here: with ``case="lower"`` entries are stored lower-cased and matched on
-spaCy's ``LOWER`` attribute; with ``case="keep"`` they are matched on ``ORTH``.
+spaCy's ``LOWER`` attribute; with ``case="keep"`` they are matched on ``ORTH``. Entries are put in
+Unicode NFC, as the corpus text is (:func:`~roberta_static.corpus.normalize_text`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc
 
 from .config import Case
+from .corpus import normalize_text
 from .errors import VocabError
 
 
@@ -26,7 +28,7 @@ class Vocabulary:
     """Ordered, unique vocabulary entries (words or space-separated phrases).
 
     Attributes:
-        entries: The entries, normalised (case policy applied, inner whitespace collapsed).
+        entries: The entries, normalised (NFC, case policy applied, inner whitespace collapsed).
         case: The case policy they were normalised with.
         duplicates: Lines dropped because they repeated an earlier entry.
         blank_lines: Blank lines skipped.
@@ -65,10 +67,13 @@ class Vocabulary:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, case: Case = "lower") -> Vocabulary:
-        """Read one entry per line from a UTF-8 file; an empty result is an error."""
+        """Read one entry per line from a UTF-8 file (a leading byte order mark is dropped).
+
+        An empty result is an error.
+        """
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except FileNotFoundError:
             raise VocabError(f"{path}: vocabulary file not found") from None
         except (OSError, UnicodeDecodeError) as error:
@@ -94,13 +99,12 @@ class Vocabulary:
 
         Entries are ordered by descending count, ties alphabetically.
         """
-        counts: Counter[str] = Counter()
+        spellings: Counter[str] = Counter()
         for doc in nlp.tokenizer.pipe(texts, batch_size=256):
-            counts.update(
-                t.lower_ if case == "lower" else t.text
-                for t in doc
-                if not (t.is_punct or t.is_space)
-            )
+            spellings.update(t.text for t in doc if not (t.is_punct or t.is_space))
+        counts: Counter[str] = Counter()
+        for spelling, count in spellings.items():
+            counts[_fold(spelling, case)] += count
         ranked = sorted(
             (w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w)
         )
@@ -108,9 +112,14 @@ class Vocabulary:
 
 
 def normalize_entry(line: str, case: Case) -> str:
-    """Strip, collapse inner whitespace and apply the case policy."""
-    entry = " ".join(line.split())
-    return entry.lower() if case == "lower" else entry
+    """Strip, collapse inner whitespace, put in NFC and apply the case policy."""
+    return _fold(" ".join(line.split()), case)
+
+
+def _fold(text: str, case: Case) -> str:
+    """NFC first, then the case policy: the order in which corpus tokens get their ``LOWER``."""
+    text = normalize_text(text)
+    return text.lower() if case == "lower" else text
 
 
 def _patterns(nlp: Language, entry: str) -> list[Doc]:

@@ -6,14 +6,20 @@ import errno
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
+from test_atomic import snapshot, user_folder
+from test_corpus import DAMAGED, write_damaged
 from typer.testing import CliRunner
 
+from roberta_static import DistillConfig, distill
+from roberta_static.checkpoint import Checkpointing
 from roberta_static.cli import app
+from roberta_static.errors import Interrupted
 from roberta_static.vectors import StaticVectors
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -158,6 +164,120 @@ def test_bad_input_gives_one_line_and_no_output(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("case", DAMAGED)
+def test_damaged_compressed_corpus_is_one_line_and_leaves_no_output(
+    case, roberta_dir, vocab_file, tmp_path
+):
+    path, message = write_damaged(tmp_path, case)
+    out = tmp_path / "out"
+    result = run("distill", path, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+                 "--out", out, "--quiet")  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {path}: {message}")
+    assert result.output.count("\n") == 1 and "Aborted" not in result.output
+    assert not out.exists()
+
+
+WRITERS = ["distill", "postprocess", "sweep", "spacy-init"]
+
+
+def writer_args(command, out, model, corpus, vocab, tmp):
+    """Arguments of a command that writes the folder ``out``, inputs made under ``tmp``."""
+    vectors = tmp / "vectors"
+    if not vectors.exists():
+        rng = np.random.default_rng(0)
+        StaticVectors(["cat", "dog", "garden"], rng.normal(size=(3, 4)), [3, 2, 1]).save(vectors)
+    pairs = tmp / "pairs.tsv"
+    pairs.write_text("cat\tdog\t8\ncat\tgarden\t2\ndog\tgarden\t3\n")
+    inputs = [corpus, "--vocab", vocab, "--model", model, "-q"]
+    return {
+        "distill": ["distill", *inputs, "-l", "1", "--out", out],
+        "postprocess": ["postprocess", vectors, out, "--center"],
+        "sweep": ["sweep", *inputs, "--dataset", pairs, "--out", out],
+        "spacy-init": ["spacy-init", vectors, out],
+    }[command]
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_overwrite_never_deletes_files_roberta_static_did_not_write(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    out = user_folder(tmp_path / "mine")
+    args = writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path)
+    before = snapshot(tmp_path)
+    result = run(*args, "--overwrite")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {out}: holds notes.txt, sub/, which roberta-static did not write; choose a new "
+        "or empty output folder (--overwrite replaces only roberta-static's own outputs)\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_overwrite_replaces_an_output_of_the_same_command(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    out = tmp_path / "out"
+    args = writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path)
+    assert run(*args).exit_code == 0
+    written = sorted(p.name for p in out.iterdir())
+    again = run(*args)
+    assert again.exit_code == 1 and "pass --overwrite" in again.output
+    (out / "notes.txt").write_text("mine")
+    assert run(*args, "--overwrite").exit_code == 1 and (out / "notes.txt").exists()
+    (out / "notes.txt").unlink()
+    inode = out.stat().st_ino
+    replaced = run(*args, "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert out.stat().st_ino != inode and sorted(p.name for p in out.iterdir()) == written
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_checkpoint_folder_holding_user_files_is_refused_before_the_run(
+    roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    out = tmp_path / "out"
+    stop = threading.Event()
+    stop.set()
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=1)
+    with pytest.raises(Interrupted):
+        distill(corpus_file, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(tmp_path)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("roberta_static.pipeline.distill", never)
+    fresh = [corpus_file, "--vocab", vocab_file, "--model", roberta_dir, "--out", out]
+    for args in (["--resume", out], [*fresh, "--overwrite"], fresh):
+        result = run("distill", *args, "-q")
+        assert result.exit_code == 1
+        assert result.output.startswith(
+            f"error: {out}: holds notes.txt, which roberta-static did not write;"
+        )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_the_current_folder_is_refused_and_nothing_is_left(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = writer_args(command, Path("."), roberta_dir, corpus_file, vocab_file, tmp_path)
+    before = snapshot(tmp_path)
+    result = run(*args, "--overwrite")
+    assert result.exit_code == 1
+    assert result.output == (
+        "error: .: is the current folder or holds it, and cannot be replaced; "
+        "choose an output folder inside it\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
 def test_full_disk_is_one_line_and_leaves_no_output(
     roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
 ):
@@ -212,6 +332,21 @@ def test_skipped_and_repaired_input_is_warned_even_when_quiet(roberta_dir, vocab
     assert StaticVectors.load(out).meta["stats"]["binary_files_skipped"] == [
         str(corpus / "image.png")
     ]
+
+
+def test_summary_and_meta_name_the_entries_never_found(roberta_dir, corpus_file, tmp_path):
+    absent = ["zebra"] + [f"absent{i}" for i in range(14)]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("cat\n" + "\n".join(absent) + "\nparis\n")
+    out = tmp_path / "out"
+    result = run("distill", corpus_file, "--vocab", vocab, "--model", roberta_dir, "-l", "1",
+                 "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert StaticVectors.load(out).meta["stats"]["entries_not_found"] == absent
+    shown = ", ".join(absent[:10])
+    assert f"not found in the corpus (15): {shown} and 5 more (all in meta.json)\n" in result.output
+    info = run("info", out)
+    assert f"  entries_not_found: {shown} and 5 more\n" in info.output
 
 
 def test_distill_prints_the_accumulator_size_before_the_run(

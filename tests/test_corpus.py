@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import json
 import lzma
 import re
 import tempfile
+import unicodedata
 from pathlib import Path
 from unittest import mock
 
@@ -59,6 +61,52 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     corpus = Corpus([path])
     assert list(corpus) == ["caf\ufffd ok", "\ufffd\ufffdgood"]
     assert corpus.bad_bytes == 3
+
+
+_DATA = "".join(f"line {i} of a corpus that compresses\n" for i in range(400)).encode()
+_GZ = gzip.compress(_DATA)
+# Compressed corpus files cut short or not what their suffix says, and the error expected.
+DAMAGED = {
+    "truncated gz": ("cut.txt.gz", _GZ[: len(_GZ) // 2], "truncated gzip file (ended before its end marker)"),
+    "truncated bz2": ("cut.txt.bz2", bz2.compress(_DATA)[:-60], "truncated bzip2 file"),
+    "truncated xz": ("cut.txt.xz", lzma.compress(_DATA)[:-60], "truncated xz file"),
+    "not gzip": ("plain.txt.gz", b"hello world\n", "not valid gzip data (Not a gzipped file"),
+    "damaged gzip": ("bad.txt.gz", _GZ[:12] + bytes(64) + _GZ[76:], "not valid gzip data ("),
+    "junk bz2": ("junk.txt.bz2", b"BZh9" + bytes(range(256)), "not valid bzip2 data ("),
+    "junk xz": ("junk.txt.xz", b"\xfd7zXZ\x00" + b"junk" * 40, "not valid xz data ("),
+}  # fmt: skip
+
+
+def write_damaged(folder: Path, case: str) -> tuple[Path, str]:
+    """Write one of the ``DAMAGED`` files into ``folder``; returns its path and expected error."""
+    name, content, message = DAMAGED[case]
+    (folder / name).write_bytes(content)
+    return folder / name, message
+
+
+@pytest.mark.parametrize("case", DAMAGED)
+def test_damaged_compressed_file_is_one_corpus_error_naming_it(tmp_path, case):
+    path, message = write_damaged(tmp_path, case)
+    with pytest.raises(CorpusError) as caught:
+        list(Corpus([path]))
+    assert str(caught.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["text.txt", "text.txt.gz", "docs.jsonl"])
+def test_byte_order_mark_is_dropped_text_is_nfc_and_resume_still_exact(tmp_path, name):
+    lines = ["cafe\u0301 au lait", "second line", "Cafe\u0301"]
+    if name.endswith(".jsonl"):
+        lines = [json.dumps({"text": line}) for line in lines]
+    data = codecs.BOM_UTF8 + "\n".join(lines).encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    corpus = Corpus([path])
+    units = list(corpus.units())
+    texts = ["caf\u00e9 au lait", "second line", "Caf\u00e9"]
+    assert [text for text, _ in units] == texts and corpus.bad_bytes == 0
+    for cut in range(len(units)):
+        assert [text for text, _ in corpus.units(units[cut][1])] == texts[cut + 1 :]
 
 
 def test_decode_matches_python_replace():
@@ -124,9 +172,10 @@ def test_mixed_and_lone_cr_newlines_end_lines_and_resume(tmp_path):
 
 
 def expected_units(data: bytes) -> list[str]:
-    """Lines of the file as Python splits them on LF, CRLF and lone CR, blanks dropped."""
-    text = data.decode("utf-8", errors="replace")
-    return [line for line in re.split(r"\r\n|\r|\n", text) if line.strip()]
+    """Lines of the file as Python splits them on LF, CRLF and lone CR, blanks dropped; in NFC."""
+    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="replace")
+    lines = re.split(r"\r\n|\r|\n", text)
+    return [unicodedata.normalize("NFC", line) for line in lines if line.strip()]
 
 
 @settings(max_examples=300, deadline=None)
@@ -161,10 +210,11 @@ def test_long_lines_come_in_bounded_pieces_that_keep_every_character(text):
         path = Path(folder) / "long.txt"
         path.write_text(text.replace("\n", " ").replace("\r", " "), encoding="utf-8")
         units = list(Corpus([path]).units())
-        # Cuts fall between characters, so the pieces put back together are the line.
-        kept = "".join(text for text, _ in units)
-        assert kept.split() == text.split()
-        assert all(len(piece.encode()) <= 16 for piece, _ in units)
+        # Cuts fall between characters, so the pieces put back together are the line (each piece
+        # in NFC, which can grow UTF-8 text at most 3x: Unicode UAX #15, section 9).
+        kept = unicodedata.normalize("NFC", "".join(text for text, _ in units))
+        assert kept.split() == unicodedata.normalize("NFC", text).split()
+        assert all(len(piece.encode()) <= 3 * 16 for piece, _ in units)
 
 
 def test_texts_in_memory_are_units_read_lazily():

@@ -109,3 +109,13 @@ def test_find_key_tries_lower_case_and_word2vec_phrase_spelling():
     assert find_key(kv, "Paris", lower=False) == "Paris"
     assert find_key(kv, "CAT", lower=True) == "cat"
     assert find_key(kv, "dog", lower=True) is None
+
+
+def test_pair_files_with_a_byte_order_mark_and_nfd_words_are_covered(tmp_path):
+    kv = KeyedVectors(2)
+    kv.add_vectors(["caf\u00e9", "tea", "cat"], np.array([[1, 0], [1, 1], [0, 1]], np.float32))
+    assert find_key(kv, "Cafe\u0301", lower=True) == "caf\u00e9"
+    path = tmp_path / "pairs.tsv"
+    path.write_bytes("\ufeffcat\ttea\t5\ncafe\u0301\ttea\t8\ncat\tcafe\u0301\t1\n".encode())
+    assert read_pairs(path)[0] == ("cat", "tea", 5.0)
+    assert evaluate_pairs(kv, path, lower=True).covered == 3

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import codecs
+import unicodedata
 from collections import Counter
 
 import numpy as np
 import pytest
 import torch
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
-from naive import naive_distill
+from naive import find_occurrences, naive_distill
 
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
 from roberta_static.encoder import load_pretrained
@@ -33,6 +35,10 @@ def test_matches_naive_reference(model_dir, corpus_file, vocab_file, pool, combi
     stats = vectors.meta["stats"]
     assert stats["split_sentences"] >= 1  # the long sentence went through windows
     assert stats["entries_found"] == len(VOCAB_ENTRIES) - 1  # "zebra" never occurs
+    occurrences = find_occurrences(CORPUS_LINES, VOCAB_ENTRIES)
+    never = [entry.lower() for entry, found in occurrences.items() if not found]
+    assert stats["entries_not_found"] == never
+    assert stats["entries_not_encoded"] == []
 
 
 def test_truncated_model_and_max_contexts(model_dir, corpus_file, vocab_file):
@@ -43,6 +49,7 @@ def test_truncated_model_and_max_contexts(model_dir, corpus_file, vocab_file):
     )
     assert_matches_reference(vectors, reference)
     assert vectors.counts.max() == 2
+    assert vectors.meta["stats"]["entries_not_found"] == ["zebra"]
 
 
 def test_batch_budget_does_not_change_vectors(model_dir, corpus_file, vocab_file):
@@ -93,9 +100,25 @@ def test_entries_longer_than_the_model_limit_are_counted_never_zero_filled(rober
         assert np.linalg.norm(vectors.vectors, axis=1).min() > 0
         assert vectors.meta["stats"]["occurrences_too_long"] == 2
         assert vectors.meta["stats"]["entries_filled"] == len(filled)
+        assert vectors.meta["stats"]["entries_not_found"] == ["日本"]
+        assert vectors.meta["stats"]["entries_not_encoded"] == [word, phrase]
     model, tokenizer = load_pretrained(config)
     alone = decontextualized(model, tokenizer, Vocabulary.from_file(vocab), config)
     assert alone.words == ["cat", "日本"]
+
+
+def test_byte_order_marks_and_unicode_forms_lose_no_entry(roberta_dir, tmp_path):
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    lines = [f"The cat drank a {nfd} au lait.", f"Paris has a {nfc} near the garden."]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(codecs.BOM_UTF8 + "\n".join(lines).encode())
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(codecs.BOM_UTF8 + f"the\n{nfd}\ngarden\n".encode())
+    vectors = distill(corpus, vocab, DistillConfig(model=str(roberta_dir), layers="1"))
+    as_nfc = [unicodedata.normalize("NFC", line) for line in lines]
+    reference = naive_distill(roberta_dir, as_nfc, ["the", nfc, "garden"], [1], "mean", "mean")
+    assert [reference[w][1] for w in ("the", nfc)] == [2, 2]
+    assert_matches_reference(vectors, reference)
 
 
 def test_vocabulary_built_from_corpus(roberta_dir, corpus_file):

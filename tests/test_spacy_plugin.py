@@ -259,6 +259,13 @@ def test_spacy_init_command(handmade, tmp_path):
     )
     assert refused.exit_code == 1 and "were trained on" in refused.output
     assert not (tmp_path / "p2").exists()
+    # --overwrite replaces only a pipeline spacy-init wrote, never one saved otherwise.
+    before = sorted(p.stat().st_mtime_ns for p in (tmp_path / "base").rglob("*"))
+    theirs = runner.invoke(
+        app, ["spacy-init", str(handmade), str(tmp_path / "base"), "--overwrite"]
+    )
+    assert theirs.exit_code == 1 and "which roberta-static did not write" in theirs.output
+    assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "base").rglob("*")) == before
 
 
 def test_model_from_spacy_transformers_pipeline(roberta_dir, tmp_path, corpus_file, vocab_file):

@@ -25,6 +25,20 @@ def test_file_skips_blanks_and_duplicates(tmp_path):
     ]
 
 
+def test_byte_order_mark_is_dropped_and_entries_are_nfc(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes("\ufeffcat\ncafe\u0301\ncaf\u00e9\n".encode())
+    vocab = Vocabulary.from_file(path)
+    assert vocab.entries == ["cat", "caf\u00e9"] and vocab.duplicates == 1
+
+
+def test_vocabulary_from_corpus_counts_both_unicode_forms_as_one_entry():
+    nlp = load_segmenter("en")
+    texts = ["cafe\u0301 and caf\u00e9", "Cafe\u0301"]
+    vocab = Vocabulary.from_corpus(nlp, texts, case="lower", min_count=3, max_vocab=None)
+    assert vocab.entries == ["caf\u00e9"]
+
+
 def test_file_errors(tmp_path):
     with pytest.raises(VocabError, match="not found"):
         Vocabulary.from_file(tmp_path / "missing.txt")
