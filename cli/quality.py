@@ -10,9 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ._util import Arg, Opt, one_line_errors
+from ._util import Arg, Flag, Opt, one_line_errors
 from .options import (
     ALLOW_PICKLE,
+    ALLOW_PICKLED_VECTORS,
     BATCH_TOKENS,
     CASE,
     CORPUS,
@@ -38,6 +39,7 @@ from .options import (
     DType,
     FillUnseen,
     Pool,
+    least,
     make_config,
     quiet_transformers,
 )
@@ -47,9 +49,9 @@ from .options import (
 def evaluate_command(
     vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
     dataset: list[str] = DATASETS,
-    analogies: bool = Opt(False, "--analogies", help="Also score gensim's questions-words.txt analogies"),
-    as_json: bool = Opt(False, "--json", help="Print the results as JSON"),
-    allow_pickle: bool = Opt(False, "--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)"),
+    analogies: bool = Flag("--analogies", help="Also score gensim's questions-words.txt analogies"),
+    as_json: bool = Flag("--json", help="Print the results as JSON"),
+    allow_pickle: bool = ALLOW_PICKLED_VECTORS,
 ) -> None:
     # fmt: on
     """Score vectors on word-similarity datasets (Spearman and Pearson x 100, coverage)."""
@@ -122,9 +124,6 @@ def sweep_command(
     """Score every layer and range of layers in one pass; write a table, sweep.csv and sweep.png."""
     with one_line_errors():
         from roberta_static.atomic import atomic_directory, check_output_dir
-        from roberta_static.sweep import plot, run_sweep, write_csv
-
-        from .progress import DistillProgress
 
         config = make_config(
             model=model, pool=pool, max_contexts=max_contexts, batch_tokens=batch_tokens,
@@ -134,6 +133,11 @@ def sweep_command(
             allow_pickle=allow_pickle,
         )
         check_output_dir(out, overwrite)
+        # torch, transformers and spaCy load only once the options and paths have passed.
+        from roberta_static.sweep import plot, run_sweep, write_csv
+
+        from .progress import DistillProgress
+
         quiet_transformers()
         with DistillProgress(disable=quiet) as bar:
             results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)
@@ -167,10 +171,10 @@ def _print_sweep(results: list) -> None:
 def postprocess_command(
     source: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
     out: Path = Arg(..., help="Folder for the processed vectors", show_default=False),
-    center: bool = Opt(False, "--center", help="Subtract the mean vector"),
-    remove_top_pcs: int = Opt(0, "--remove-top-pcs", help="Remove this many top principal components (all-but-the-top)"),
-    pca: int | None = Opt(None, "--pca", help="Reduce to this many dimensions"),
-    normalize: bool = Opt(False, "--normalize", help="Scale vectors to unit length"),
+    center: bool = Flag("--center", help="Subtract the mean vector"),
+    remove_top_pcs: int = Opt(0, "--remove-top-pcs", min=least("remove_top_pcs"), help="Remove this many top principal components (all-but-the-top)"),
+    pca: int | None = Opt(None, "--pca", min=least("pca"), help="Reduce to this many dimensions"),
+    normalize: bool = Flag("--normalize", help="Scale vectors to unit length"),
     overwrite: bool = OVERWRITE,
 ) -> None:
     # fmt: on

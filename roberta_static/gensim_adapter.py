@@ -55,7 +55,9 @@ def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
     names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
     unknown = [n for n in names if n and n not in EXPORT_FILES]
     if unknown:
-        raise ConfigError(f"formats: unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}")
+        raise ConfigError(
+            f"unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}", field="formats"
+        )
     return [n for n in names if n]  # type: ignore[misc]
 
 
