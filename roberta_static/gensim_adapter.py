@@ -1,7 +1,9 @@
 """gensim interop: `KeyedVectors` with counts, and word2vec / `.kv` exports with matching loaders.
 
 word2vec files separate fields by spaces, so phrases are written with ``_`` between their words
-(the convention of gensim's ``Phrases``); the ``.kv`` export keeps them as they are.
+(the convention of gensim's ``Phrases``); the ``.kv`` export keeps them as they are. The word2vec
+format has no counts: they go into ``vectors.vocab`` beside it (``word count`` lines), which gensim
+reads back with ``load_word2vec_format(..., fvocab=...)``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -
     return kv
 
 
+def counts_path(word2vec_file: str | os.PathLike) -> Path:
+    """The counts file of a word2vec file (``vectors.txt`` and ``.bin`` share ``vectors.vocab``)."""
+    return Path(word2vec_file).with_suffix(".vocab")
+
+
 def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
     """Read ``"kv,word2vec"`` into a list of export formats."""
     names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
@@ -64,7 +71,7 @@ def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
 def write_exports(
     vectors: StaticVectors, folder: Path, formats: Iterable[ExportFormat]
 ) -> list[Path]:
-    """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``) into ``folder``."""
+    """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``, ``.vocab``) into ``folder``."""
     written = []
     keyed: dict[str | None, KeyedVectors] = {}  # one build per phrase spelling
     for fmt in formats:
@@ -75,9 +82,13 @@ def write_exports(
         if fmt == "kv":
             keyed[joiner].save(str(path))
         else:
-            keyed[joiner].save_word2vec_format(str(path), binary=fmt == "word2vec-bin")
+            counts = counts_path(path)
+            keyed[joiner].save_word2vec_format(
+                str(path), fvocab=str(counts), binary=fmt == "word2vec-bin"
+            )
+            written.append(counts)
         written.append(path)
-    return written
+    return sorted(set(written))
 
 
 def export(
@@ -91,15 +102,16 @@ def export(
     if existing and not overwrite:
         raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
     with atomic_files(folder) as staging:
-        write_exports(vectors, staging, formats)
-    return [folder / EXPORT_FILES[f] for f in formats]
+        written = write_exports(vectors, staging, formats)
+    return [folder / path.name for path in written]
 
 
 def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> KeyedVectors:
     """Load vectors from a roberta-static folder, a word2vec ``.txt``/``.bin``, or a gensim ``.kv``.
 
-    A ``.kv`` file is a pickle, which can run code when loaded: it is read only with
-    ``allow_pickle=True``.
+    A word2vec file gets its counts from the ``.vocab`` file beside it when there is one (else
+    gensim makes up counts from the row order). A ``.kv`` file is a pickle, which can run code when
+    loaded: it is read only with ``allow_pickle=True``.
     """
     path = Path(path)
     if path.is_dir():
@@ -112,7 +124,12 @@ def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> K
                 f"{path}: .kv files are pickles; pass --allow-pickle if you trust it"
             )
         return KeyedVectors.load(str(path))
+    counts = counts_path(path)
+    fvocab = str(counts) if counts.is_file() else None
     try:
-        return KeyedVectors.load_word2vec_format(str(path), binary=path.suffix == ".bin")
+        return KeyedVectors.load_word2vec_format(
+            str(path), fvocab=fvocab, binary=path.suffix == ".bin"
+        )
     except (ValueError, UnicodeDecodeError, EOFError) as error:
-        raise VectorsError(f"{path}: not a word2vec file ({error})") from None
+        also = f", or {counts} is not a 'word count' file," if fvocab else ""
+        raise VectorsError(f"{path}: not a word2vec file{also} ({error})") from None
