@@ -42,7 +42,9 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    version: bool = Flag("--version", help="Print the version and exit", callback=_print_version, is_eager=True),
+    version: bool = Flag(
+        "--version", help="Print the version and exit", callback=_print_version, is_eager=True
+    ),
 ) -> None:
     pass
 

@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -45,6 +46,9 @@ from .options import (
     quiet_transformers,
 )
 
+if TYPE_CHECKING:
+    from roberta_static.evaluate import AnalogyScores, PairScores
+
 
 # fmt: off
 def evaluate_command(
@@ -79,7 +83,7 @@ def evaluate_command(
             _warn_coverage(f"analogies ({analogy.dataset})", analogy.covered, analogy.questions, "questions")
 
 
-def _report(vectors: Path, scores: list, analogy: object | None, spread: float) -> dict:
+def _report(vectors: Path, scores: list[PairScores], analogy: AnalogyScores | None, spread: float) -> dict:
     """The --json report; a score that cannot be computed is null."""
     datasets = [
         {**asdict(s), "spearman": _finite(s.spearman), "pearson": _finite(s.pearson), "coverage": s.coverage, "low_coverage": s.low_coverage}
@@ -92,7 +96,7 @@ def _report(vectors: Path, scores: list, analogy: object | None, spread: float) 
     return {"vectors": str(vectors), "anisotropy": spread, "datasets": datasets, "analogies": analogies}
 
 
-def _print_scores(scores: list, analogy: object | None, spread: float) -> None:
+def _print_scores(scores: list[PairScores], analogy: AnalogyScores | None, spread: float) -> None:
     table = Table("dataset", "pairs", "covered", "coverage %", "Spearman", "Pearson")
     for s in scores:
         table.add_row(s.dataset, str(s.pairs), str(s.covered), f"{s.coverage:.1f}", _score(s.spearman, ".2f"), _score(s.pearson, ".2f"))

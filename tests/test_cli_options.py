@@ -276,3 +276,22 @@ def test_spacy_init_loads_a_kv_file_when_allowed(exported, tmp_path):
     assert result.exit_code == 0, result.output
     nlp = spacy.load(tmp_path / "pipeline")
     np.testing.assert_array_equal(nlp.vocab.vectors["war"], [1, 0])
+
+
+def test_library_options_keep_their_name_as_flag():
+    """ConfigError names a field; the CLI shows it as --field-name, which must be its flag."""
+    import dataclasses
+
+    from roberta_static.cli._util import flag
+    from roberta_static.config import DistillConfig
+
+    fields = {f.name for f in dataclasses.fields(DistillConfig)} | {"formats"}
+    checked = 0
+    for command in typer.main.get_command(app).commands.values():
+        for param in command.params:
+            if param.name in fields:
+                assert flag(param.name) in param.opts, (
+                    f"{command.name}: {param.name} is {param.opts}"
+                )
+                checked += 1
+    assert checked > 20
