@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from roberta_static import __version__
+
+from ._util import Command, CommandGroup, Flag
 from .distill import distill_command
 from .quality import evaluate_command, postprocess_command, sweep_command
 from .spacy_init import spacy_init_command
@@ -15,15 +18,35 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=CommandGroup,
 )
-app.command("distill")(distill_command)
-app.command("export")(export_command)
-app.command("info")(info_command)
-app.command("similar")(similar_command)
-app.command("spacy-init")(spacy_init_command)
-app.command("evaluate")(evaluate_command)
-app.command("sweep")(sweep_command)
-app.command("postprocess")(postprocess_command)
+COMMANDS = {
+    "distill": distill_command,
+    "export": export_command,
+    "info": info_command,
+    "similar": similar_command,
+    "spacy-init": spacy_init_command,
+    "evaluate": evaluate_command,
+    "sweep": sweep_command,
+    "postprocess": postprocess_command,
+}
+for _name, _function in COMMANDS.items():
+    app.command(_name, cls=Command)(_function)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = Flag(
+        "--version", help="Print the version and exit", callback=_print_version, is_eager=True
+    ),
+) -> None:
+    pass
 
 
 def main() -> None:

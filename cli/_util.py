@@ -5,13 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from roberta_static.errors import Interrupted, RobertaStaticError
+from roberta_static.errors import ConfigError, Interrupted, RobertaStaticError
+
+try:  # recent typer carries its own copy of click
+    from typer._click.exceptions import ClickException
+except ImportError:  # older typer uses the click package
+    from click import ClickException
 
 Arg = typer.Argument
 Opt = typer.Option
+
+
+def Flag(*names: str, help: str, **settings: Any) -> Any:  # noqa: N802 (like Arg and Opt)
+    """An on/off option: nothing follows it on the command line, so ``--help`` shows no type."""
+    return Opt(False, *names, help=help, metavar="", **settings)
 
 
 def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
@@ -19,17 +31,70 @@ def choices(name: str, values: tuple[str, ...]) -> type[Enum]:
     return Enum(name, {value: value for value in values}, type=str)  # type: ignore[return-value]
 
 
+def flag(option: str) -> str:
+    """The flag of a library option on the command line (Typer's spelling of a parameter name)."""
+    return "--" + option.replace("_", "-")
+
+
 @contextmanager
 def one_line_errors() -> Iterator[None]:
-    """Turn our errors into ``error: ...`` on stderr and exit status 1; Ctrl-C into status 130."""
+    """Turn our errors into ``error: ...`` on stderr and exit status 1; Ctrl-C into status 130.
+
+    An option named by a :class:`ConfigError` is shown as the flag the user typed.
+    """
     try:
         yield
     except Interrupted as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(130) from None
+    except ConfigError as error:
+        where = f"{flag(error.field)}: " if error.field else ""
+        typer.echo(f"error: {where}{error.problem}", err=True)
+        raise typer.Exit(1) from None
     except RobertaStaticError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
+
+
+@contextmanager
+def one_line_usage_errors() -> Iterator[None]:
+    """Typer's own usage errors (a value out of range, a missing argument) as one line too."""
+    try:
+        yield
+    except ClickException as error:
+        if type(error).__name__ == "NoArgsIsHelpError":  # Typer prints the help for it
+            raise
+        typer.echo(f"error: {error.format_message()}", err=True)
+        raise typer.Exit(error.exit_code) from None
+
+
+class _FlagHelp:
+    """``--help`` is a flag like ours: listed without Typer's ``<bool>`` type."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """Typer's help option, shown without a type."""
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Command(_FlagHelp, TyperCommand):
+    """One ``roberta-static`` command."""
+
+
+class CommandGroup(_FlagHelp, TyperGroup):
+    """The ``roberta-static`` group: usage errors of the group and its commands are one line."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """Parse the group's own options."""
+        with one_line_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        """Find the command, parse its options and run it."""
+        with one_line_usage_errors():
+            return super().invoke(ctx)

@@ -9,12 +9,12 @@ from pathlib import Path
 import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir
-from roberta_static.checkpoint import CHECKPOINT_DIR, checkpoint_entries
+from roberta_static.checkpoint import CHECKPOINT_DIR, Checkpointing, checkpoint_entries
 from roberta_static.config import DistillConfig
 from roberta_static.errors import ConfigError, OutputError, short_list
 from roberta_static.vectors import vectors_folder_entries
 
-from ._util import Arg, Opt, one_line_errors
+from ._util import Arg, Flag, Opt, one_line_errors
 from .options import (
     ALLOW_PICKLE,
     BATCH_TOKENS,
@@ -44,6 +44,7 @@ from .options import (
     FillUnseen,
     Pool,
     default,
+    least,
     make_config,
     quiet_transformers,
 )
@@ -73,16 +74,16 @@ def distill_command(
     min_count: int = MIN_COUNT,
     max_vocab: int | None = MAX_VOCAB,
     fill_unseen: FillUnseen = FILL_UNSEEN,
-    center: bool = Opt(False, "--center", help="Post-process: subtract the mean vector"),
-    remove_top_pcs: int = Opt(0, "--remove-top-pcs", help="Post-process: remove this many top principal components (all-but-the-top)"),
-    pca: int | None = Opt(None, "--pca", help="Post-process: reduce to this many dimensions"),
-    normalize: bool = Opt(False, "--normalize", help="Post-process: unit-length vectors"),
+    center: bool = Flag("--center", help="Post-process: subtract the mean vector"),
+    remove_top_pcs: int = Opt(0, "--remove-top-pcs", min=least("remove_top_pcs"), help="Post-process: remove this many top principal components (all-but-the-top)"),
+    pca: int | None = Opt(None, "--pca", min=least("pca"), help="Post-process: reduce to this many dimensions"),
+    normalize: bool = Flag("--normalize", help="Post-process: unit-length vectors"),
     formats: str = Opt("", help="Also write exports: kv, word2vec, word2vec-bin, model2vec, sentence-transformers (comma-separated)"),
     sif_coefficient: float | None = SIF_COEFFICIENT,
     overwrite: bool = OVERWRITE,
-    checkpoint_every: float = Opt(600, help="Seconds between checkpoints in OUT/.checkpoint (0 = only on Ctrl-C)"),
+    checkpoint_every: float = Opt(600, min=0, help="Seconds between checkpoints in OUT/.checkpoint (0 = only on Ctrl-C)"),
     resume: Path | None = Opt(None, "--resume", help="Continue the run whose checkpoint is in this output folder"),
-    chunk_sentences: int = Opt(default("chunk_sentences"), help="Sentences tokenized and batched together (and checkpoint granularity)"),
+    chunk_sentences: int = Opt(default("chunk_sentences"), min=least("chunk_sentences"), help="Sentences tokenized and batched together (and checkpoint granularity)"),
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     allow_pickle: bool = ALLOW_PICKLE,
     quiet: bool = QUIET,
@@ -90,12 +91,6 @@ def distill_command(
     # fmt: on
     """Distill static vectors of a vocabulary from a transformer over a corpus."""
     with one_line_errors():
-        from roberta_static.checkpoint import Checkpointing
-        from roberta_static.exports import check_options, parse_formats, write_exports
-        from roberta_static.pipeline import distill
-
-        from .progress import DistillProgress
-
         given = None
         if model is not None:
             given = make_config(
@@ -107,6 +102,8 @@ def distill_command(
                 allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
                 normalize=normalize,
             )
+        from roberta_static.exports import check_options, parse_formats, write_exports
+
         export_formats = parse_formats(formats)
         check_options(export_formats, sif_coefficient)
         if resume is not None:
@@ -117,6 +114,11 @@ def distill_command(
                 raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
             config, saved = given, None
             _check_fresh_output(out, overwrite)
+        # torch, transformers and spaCy load only once the options and paths have passed.
+        from roberta_static.pipeline import distill
+
+        from .progress import DistillProgress
+
         stop = threading.Event()
         _stop_on_signals(stop)
         checkpointing = Checkpointing(out, checkpoint_every, stop)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from roberta_static.config import _CHOICES, DistillConfig
+from roberta_static import postprocess
+from roberta_static.config import _CHOICES, MINIMUMS, DistillConfig
 
-from ._util import Arg, Opt, choices
+from ._util import Arg, Flag, Opt, choices
 
 Pool = choices("Pool", _CHOICES["pool"])
 Combine = choices("Combine", _CHOICES["combine"])
@@ -22,6 +23,11 @@ def default(option: str) -> Any:
     return next(f.default for f in dataclasses.fields(DistillConfig) if f.name == option)
 
 
+def least(option: str) -> int:
+    """The smallest value the library accepts for a numeric option, for Typer's ``min=``."""
+    return {**MINIMUMS, **postprocess.MINIMUMS}[option]
+
+
 # fmt: off
 CORPUS = Arg(..., help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False)
 VOCAB = Opt(None, "--vocab", "-v", help="Vocabulary file, one word or phrase per line; omit to build one from the corpus")
@@ -29,23 +35,24 @@ MODEL = Opt(..., "--model", "-m", help="Hugging Face hub id (roberta-base), loca
 LAYERS = Opt(default("layers"), "--layers", "-l", help="Hidden layers: all, or indices, ranges (1-4), negatives (-1 = top); 0 = embeddings")
 COMBINE = Opt(default("combine"), help="Combine the chosen layers")
 POOL = Opt(default("pool"), help="Pool a word's subword vectors")
-MAX_CONTEXTS = Opt(default("max_contexts"), help="Occurrences used per entry, in corpus order; 0 = all")
-BATCH_TOKENS = Opt(default("batch_tokens"), help="Token budget of one encoder batch, padding included [default: 8192 on CPU, sized from free memory on GPU]", show_default=False)
-MAX_LENGTH = Opt(None, help="Longest encoder input in tokens [default: the model's limit]")
+MAX_CONTEXTS = Opt(default("max_contexts"), min=least("max_contexts"), help="Occurrences used per entry, in corpus order; 0 = all")
+BATCH_TOKENS = Opt(default("batch_tokens"), min=least("batch_tokens"), help="Token budget of one encoder batch, padding included", show_default="8192 on CPU, sized from free memory on GPU")
+MAX_LENGTH = Opt(None, min=least("max_length"), help="Longest encoder input in tokens", show_default="the model's limit")
 DEVICE = Opt(default("device"), help="auto = CUDA, then MPS, then CPU")
 DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA, float32 elsewhere")
 CASE = Opt(default("case"), help="lower: match and store entries lower-cased; keep: exact case")
 LANG = Opt(default("lang"), help="Language of the blank spaCy pipeline used to split sentences and words")
 SPACY_MODEL = Opt(None, help="Installed spaCy pipeline (name or path) to segment with instead")
 TEXT_FIELD = Opt(default("text_field"), help="Field holding the text in .jsonl files")
-MIN_COUNT = Opt(default("min_count"), help="Without --vocab: keep words seen at least this often")
-MAX_VOCAB = Opt(default("max_vocab"), help="Without --vocab: keep at most this many words")
+MIN_COUNT = Opt(default("min_count"), min=least("min_count"), help="Without --vocab: keep words seen at least this often")
+MAX_VOCAB = Opt(default("max_vocab"), min=least("max_vocab"), help="Without --vocab: keep at most this many words")
 FILL_UNSEEN = Opt(default("fill_unseen"), help="decontextualized: embed entries never seen, alone (count 0)")
-TRUST_REMOTE_CODE = Opt(False, "--trust-remote-code", help="Run model code from the hub (only for models you trust)")
-ALLOW_PICKLE = Opt(False, "--allow-pickle", help="Load pickled .bin weights when there is no safetensors file")
-QUIET = Opt(False, "--quiet", "-q", help="No progress bar or summary")
-OVERWRITE = Opt(False, "--overwrite", help="Replace an output folder that roberta-static wrote (never one holding other files)")
-SIF_COEFFICIENT = Opt(None, "--sif-coefficient", help="Weight words by a/(a + p(word)) in the model2vec and sentence-transformers exports (SIF; p from the counts, so distill with --max-contexts 0); 1e-3 is a common a", show_default=False)
+TRUST_REMOTE_CODE = Flag("--trust-remote-code", help="Run model code from the hub (only for models you trust)")
+ALLOW_PICKLE = Flag("--allow-pickle", help="Load pickled .bin weights when there is no safetensors file")
+ALLOW_PICKLED_VECTORS = Flag("--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)")
+QUIET = Flag("--quiet", "-q", help="No progress bar or summary")
+OVERWRITE = Flag("--overwrite", help="Replace an output folder that roberta-static wrote (never one holding other files)")
+SIF_COEFFICIENT = Opt(None, "--sif-coefficient", min=0, max=1, help="Weight words by a/(a + p(word)) in the model2vec and sentence-transformers exports (SIF; p from the counts, so distill with --max-contexts 0); 1e-3 is a common a", show_default=False)
 DATASETS = Opt(["simlex999", "wordsim353"], "--dataset", "-d", help="Word-pair dataset: simlex999, wordsim353 (bundled with gensim) or a word1<TAB>word2<TAB>score file; repeat for several")
 # fmt: on
 

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ._util import Arg, Opt, one_line_errors
+from ._util import Arg, Flag, Opt, one_line_errors
 from .options import (
     ALLOW_PICKLE,
+    ALLOW_PICKLED_VECTORS,
     BATCH_TOKENS,
     CASE,
     CORPUS,
@@ -38,18 +41,22 @@ from .options import (
     DType,
     FillUnseen,
     Pool,
+    least,
     make_config,
     quiet_transformers,
 )
+
+if TYPE_CHECKING:
+    from roberta_static.evaluate import AnalogyScores, PairScores
 
 
 # fmt: off
 def evaluate_command(
     vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
     dataset: list[str] = DATASETS,
-    analogies: bool = Opt(False, "--analogies", help="Also score gensim's questions-words.txt analogies"),
-    as_json: bool = Opt(False, "--json", help="Print the results as JSON"),
-    allow_pickle: bool = Opt(False, "--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)"),
+    analogies: bool = Flag("--analogies", help="Also score gensim's questions-words.txt analogies"),
+    as_json: bool = Flag("--json", help="Print the results as JSON"),
+    allow_pickle: bool = ALLOW_PICKLED_VECTORS,
 ) -> None:
     # fmt: on
     """Score vectors on word-similarity datasets (Spearman and Pearson x 100, coverage)."""
@@ -67,30 +74,44 @@ def evaluate_command(
         analogy = evaluate_analogies(kv, lower=lower) if analogies else None
         spread = anisotropy(kv.vectors)
         if as_json:
-            report = {
-                "vectors": str(vectors),
-                "anisotropy": spread,
-                "datasets": [{**asdict(s), "coverage": s.coverage} for s in scores],
-                "analogies": {**asdict(analogy), "accuracy": analogy.accuracy, "coverage": analogy.coverage} if analogy else None,
-            }
-            typer.echo(json.dumps(report, indent=2))
-            return
-        table = Table("dataset", "pairs", "covered", "coverage %", "Spearman", "Pearson")
+            typer.echo(json.dumps(_report(vectors, scores, analogy, spread), indent=2))
+        else:
+            _print_scores(scores, analogy, spread)
         for s in scores:
-            table.add_row(s.dataset, str(s.pairs), str(s.covered), f"{s.coverage:.1f}", f"{s.spearman:.2f}", f"{s.pearson:.2f}")
-        console = Console()
-        console.print(table)
-        for s in scores:
-            if s.oov_pairs:
-                shown = ", ".join(f"{a}/{b}" for a, b in s.oov_pairs[:8])
-                more = f" and {len(s.oov_pairs) - 8} more" if len(s.oov_pairs) > 8 else ""
-                console.print(f"{s.dataset}: {len(s.oov_pairs)} pairs without vectors: {shown}{more}")
+            _warn_coverage(s.dataset, s.covered, s.pairs, "pairs")
         if analogy:
-            console.print(
-                f"analogies ({analogy.dataset}): {analogy.accuracy:.2f}% of {analogy.covered:,} covered "
-                f"questions ({analogy.coverage:.1f}% of {analogy.questions:,})"
-            )
-        console.print(f"anisotropy (mean cosine of random pairs): {spread:.3f}")
+            _warn_coverage(f"analogies ({analogy.dataset})", analogy.covered, analogy.questions, "questions")
+
+
+def _report(vectors: Path, scores: list[PairScores], analogy: AnalogyScores | None, spread: float) -> dict:
+    """The --json report; a score that cannot be computed is null."""
+    datasets = [
+        {**asdict(s), "spearman": _finite(s.spearman), "pearson": _finite(s.pearson), "coverage": s.coverage, "low_coverage": s.low_coverage}
+        for s in scores
+    ]
+    analogies = None
+    if analogy:
+        accuracy = analogy.accuracy if analogy.covered else None
+        analogies = {**asdict(analogy), "accuracy": accuracy, "coverage": analogy.coverage, "low_coverage": analogy.low_coverage}
+    return {"vectors": str(vectors), "anisotropy": spread, "datasets": datasets, "analogies": analogies}
+
+
+def _print_scores(scores: list[PairScores], analogy: AnalogyScores | None, spread: float) -> None:
+    table = Table("dataset", "pairs", "covered", "coverage %", "Spearman", "Pearson")
+    for s in scores:
+        table.add_row(s.dataset, str(s.pairs), str(s.covered), f"{s.coverage:.1f}", _score(s.spearman, ".2f"), _score(s.pearson, ".2f"))
+    console = Console()
+    console.print(table)
+    for s in scores:
+        if s.oov_pairs:
+            shown = ", ".join(f"{a}/{b}" for a, b in s.oov_pairs[:8])
+            more = f" and {len(s.oov_pairs) - 8} more" if len(s.oov_pairs) > 8 else ""
+            console.print(f"{s.dataset}: {len(s.oov_pairs)} pairs without vectors: {shown}{more}")
+    if analogy:
+        covered = f"{analogy.covered:,} covered questions ({analogy.coverage:.1f}% of {analogy.questions:,})"
+        score = f"{analogy.accuracy:.2f}% of {covered}" if analogy.covered else f"no score, {covered}"
+        console.print(f"analogies ({analogy.dataset}): {score}")
+    console.print(f"anisotropy (mean cosine of random pairs): {spread:.3f}")
 
 
 # fmt: off
@@ -122,16 +143,6 @@ def sweep_command(
     """Score every layer and range of layers in one pass; write a table, sweep.csv and sweep.png."""
     with one_line_errors():
         from roberta_static.atomic import atomic_directory, check_output_dir
-        from roberta_static.sweep import (
-            CSV_FILE,
-            PLOT_FILE,
-            plot,
-            run_sweep,
-            sweep_folder_entries,
-            write_csv,
-        )
-
-        from .progress import DistillProgress
 
         config = make_config(
             model=model, pool=pool, max_contexts=max_contexts, batch_tokens=batch_tokens,
@@ -140,7 +151,14 @@ def sweep_command(
             max_vocab=max_vocab, fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle,
         )
+        from roberta_static.sweep import sweep_folder_entries
+
         check_output_dir(out, overwrite, [sweep_folder_entries])
+        # torch, transformers and spaCy load only once the options and paths have passed.
+        from roberta_static.sweep import CSV_FILE, PLOT_FILE, plot, run_sweep, write_csv
+
+        from .progress import DistillProgress
+
         quiet_transformers()
         with DistillProgress(disable=quiet) as bar:
             results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)
@@ -158,26 +176,56 @@ def _print_sweep(results: list) -> None:
     table = Table("candidate", *columns, "anisotropy\n(none)")
     for label in dict.fromkeys(r.candidate.label for r in results):
         rows = {r.postprocessing: r for r in results if r.candidate.label == label}
-        scores = [f"{rows[p].scores[d].spearman:.1f}" for p in processings for d in datasets]
+        scores = [_score(rows[p].scores[d].spearman, ".1f") for p in processings for d in datasets]
         table.add_row(label, *scores, f"{rows[processings[0]].anisotropy:.3f}")
     console = Console()
     console.print(table)
     for d in datasets:
-        best = max(results, key=lambda r: r.scores[d].spearman)
+        covered, pairs = results[0].scores[d].covered, results[0].scores[d].pairs  # one vocabulary
+        _warn_coverage(d, covered, pairs, "pairs")
+        scored = [r for r in results if math.isfinite(r.scores[d].spearman)]
+        if not scored:
+            why = f"no score on {covered} of {pairs} pairs" if covered else f"no pairs covered (0 of {pairs})"
+            console.print(f"best on {d}: none, {why}")
+            continue
+        best = max(scored, key=lambda r: r.scores[d].spearman)
         console.print(
             f"best on {d}: {best.candidate.label}, {best.postprocessing} "
-            f"({best.scores[d].spearman:.2f}, {best.scores[d].covered} of {best.scores[d].pairs} pairs)"
+            f"({best.scores[d].spearman:.2f}, {covered} of {pairs} pairs)"
         )
+
+
+def _warn_coverage(dataset: str, covered: int, total: int, items: str) -> None:
+    """Caution on stderr when a score rests on too few of a dataset's items to mean much."""
+    from roberta_static.evaluate import MIN_COVERAGE, MIN_COVERED, low_coverage
+
+    if not covered:
+        typer.echo(f"warning: {dataset}: none of its {total:,} {items} is covered; no score", err=True)
+    elif low_coverage(covered, total):
+        typer.echo(
+            f"warning: {dataset}: scores on {covered:,} of {total:,} {items} ({100 * covered / total:.1f}%) "
+            f"mean little; a score needs {MIN_COVERED} covered {items} and {MIN_COVERAGE:.0f}% of the dataset",
+            err=True,
+        )
+
+
+def _score(value: float, spec: str) -> str:
+    return format(value, spec) if math.isfinite(value) else "-"
+
+
+def _finite(value: float) -> float | None:
+    """NaN as JSON's null (json.dumps would write NaN, which is not JSON)."""
+    return value if math.isfinite(value) else None
 
 
 # fmt: off
 def postprocess_command(
     source: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
     out: Path = Arg(..., help="Folder for the processed vectors", show_default=False),
-    center: bool = Opt(False, "--center", help="Subtract the mean vector"),
-    remove_top_pcs: int = Opt(0, "--remove-top-pcs", help="Remove this many top principal components (all-but-the-top)"),
-    pca: int | None = Opt(None, "--pca", help="Reduce to this many dimensions"),
-    normalize: bool = Opt(False, "--normalize", help="Scale vectors to unit length"),
+    center: bool = Flag("--center", help="Subtract the mean vector"),
+    remove_top_pcs: int = Opt(0, "--remove-top-pcs", min=least("remove_top_pcs"), help="Remove this many top principal components (all-but-the-top)"),
+    pca: int | None = Opt(None, "--pca", min=least("pca"), help="Reduce to this many dimensions"),
+    normalize: bool = Flag("--normalize", help="Scale vectors to unit length"),
     overwrite: bool = OVERWRITE,
 ) -> None:
     # fmt: on

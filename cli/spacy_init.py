@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from ._util import Arg, Opt, one_line_errors
+from ._util import Arg, Flag, Opt, one_line_errors
+from .options import ALLOW_PICKLED_VECTORS
 
 # The key spacy-init adds to the pipeline's meta.json: how --overwrite knows it wrote a folder.
 _MARK = "roberta_static"
@@ -15,11 +16,12 @@ _MARK = "roberta_static"
 
 # fmt: off
 def spacy_init_command(
-    vectors: Path = Arg(..., help="Vectors folder from distill, or a word2vec .txt/.bin file", show_default=False),
+    vectors: Path = Arg(..., help="Vectors folder from distill, a word2vec .txt/.bin file, or a gensim .kv file (with --allow-pickle)", show_default=False),
     out: Path = Arg(..., help="Folder for the pipeline (spacy.load(OUT) reads it)", show_default=False),
     base: str = Opt("blank:en", "--base", help="blank:LANG, or an installed pipeline's name or path"),
-    overwrite: bool = Opt(False, "--overwrite", help="Replace a pipeline folder that spacy-init wrote"),
-    replace_trained_vectors: bool = Opt(False, "--replace-trained-vectors", help="Replace vectors that the base pipeline's components were trained on"),
+    overwrite: bool = Flag("--overwrite", help="Replace a pipeline folder that spacy-init wrote"),
+    replace_trained_vectors: bool = Flag("--replace-trained-vectors", help="Replace vectors that the base pipeline's components were trained on"),
+    allow_pickle: bool = ALLOW_PICKLED_VECTORS,
 ) -> None:
     # fmt: on
     """Write a spaCy pipeline (base pipeline + vectors + roberta_static component)."""
@@ -37,7 +39,11 @@ def spacy_init_command(
             raise ConfigError(f"--base: cannot load {base!r} ({error})") from None
         nlp.add_pipe(
             "roberta_static",
-            config={"vectors": str(vectors), "replace_trained_vectors": replace_trained_vectors},
+            config={
+                "vectors": str(vectors),
+                "replace_trained_vectors": replace_trained_vectors,
+                "allow_pickle": allow_pickle,
+            },
         )
         nlp.meta[_MARK] = {"written_by": "roberta-static spacy-init", "version": __version__}
         with atomic_directory(out, overwrite, [_pipeline_entries]) as staging:

@@ -9,15 +9,15 @@ import typer
 
 from roberta_static.errors import short_list
 
-from ._util import Arg, Opt, one_line_errors
-from .options import SIF_COEFFICIENT
+from ._util import Arg, Flag, Opt, one_line_errors
+from .options import ALLOW_PICKLED_VECTORS, SIF_COEFFICIENT
 
 
 # fmt: off
 def export_command(
     vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
     formats: str = Opt("kv,word2vec,word2vec-bin", help="Comma-separated: kv, word2vec, word2vec-bin, model2vec, sentence-transformers"),
-    overwrite: bool = Opt(False, "--overwrite", help="Replace existing export files"),
+    overwrite: bool = Flag("--overwrite", help="Replace existing export files"),
     sif_coefficient: float | None = SIF_COEFFICIENT,
 ) -> None:
     # fmt: on
@@ -32,7 +32,7 @@ def export_command(
 # fmt: off
 def info_command(
     vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
-    as_json: bool = Opt(False, "--json", help="Print meta.json as it is"),
+    as_json: bool = Flag("--json", help="Print meta.json as it is"),
 ) -> None:
     # fmt: on
     """Print a vectors folder's size, model, options and run statistics."""
@@ -58,8 +58,8 @@ def info_command(
 def similar_command(
     vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
     word: str = Arg(..., help="Word or phrase to look up", show_default=False),
-    topn: int = Opt(10, "-n", "--topn", help="How many neighbours"),
-    allow_pickle: bool = Opt(False, "--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)"),
+    topn: int = Opt(10, "-n", "--topn", min=1, help="How many neighbours"),
+    allow_pickle: bool = ALLOW_PICKLED_VECTORS,
 ) -> None:
     # fmt: on
     """Print the nearest neighbours of a word by cosine similarity."""

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import ConfigError
+from .errors import ConfigError, require_minimums
 from .postprocess import PostProcessing
 
 Pooling = Literal["mean", "first", "last", "max"]
@@ -25,6 +25,17 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda", "mps"),
     "dtype": ("auto", "float32", "bfloat16", "float16"),
     "fill_unseen": ("none", "decontextualized"),
+}
+
+# The least value of each count option (``None``, where allowed, means unset or automatic); the
+# CLI declares them to Typer, so ``--help`` shows them and bad values fail before any import.
+MINIMUMS = {
+    "max_contexts": 0,
+    "batch_tokens": 1,
+    "chunk_sentences": 1,
+    "max_length": 1,
+    "min_count": 1,
+    "max_vocab": 1,
 }
 
 _LAYER_ITEM = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
@@ -56,12 +67,14 @@ def parse_layers(spec: str | int | Iterable[int]) -> Layers:
         match = _LAYER_ITEM.match(item)
         if not match:
             raise ConfigError(
-                f"layers: cannot read {item!r} in {spec!r}; "
-                "expected indices and ranges like '1-4,-1'"
+                f"cannot read {item!r} in {spec!r}; expected indices and ranges like '1-4,-1'",
+                field="layers",
             )
         start, end = int(match[1]), int(match[2] if match[2] is not None else match[1])
         if (start < 0) != (end < 0) or end < start:
-            raise ConfigError(f"layers: range {item!r} must go upwards within one sign, like '1-4'")
+            raise ConfigError(
+                f"range {item!r} must go upwards within one sign, like '1-4'", field="layers"
+            )
         layers.extend(range(start, end + 1))
     return tuple(layers)
 
@@ -132,25 +145,20 @@ class DistillConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", parse_layers(self.layers))
         if not self.layers:
-            raise ConfigError("layers: choose at least one layer")
+            raise ConfigError("choose at least one layer", field="layers")
         if self.layers != ALL_LAYERS and len(set(self.layers)) != len(self.layers):
-            raise ConfigError(f"layers: {list(self.layers)} names a layer twice")
+            raise ConfigError(f"{list(self.layers)} names a layer twice", field="layers")
         for name, allowed in _CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise ConfigError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
-        for name, minimum in (("max_contexts", 0), ("chunk_sentences", 1), ("min_count", 1)):
-            if getattr(self, name) < minimum:
-                raise ConfigError(f"{name}: must be >= {minimum}, got {getattr(self, name)}")
-        for name in ("batch_tokens", "max_length", "max_vocab"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"{name}: must be >= 1 or unset, got {value}")
+                raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", name)
+        require_minimums(self, MINIMUMS)
         PostProcessing(self.center, self.remove_top_pcs, self.pca, self.normalize)  # validates
         if None not in (self.max_length, self.batch_tokens) and self.max_length > self.batch_tokens:
             raise ConfigError(
-                f"batch_tokens ({self.batch_tokens}) must hold one sequence of max_length "
-                f"({self.max_length})"
+                f"must hold one sequence of the longest input ({self.max_length} tokens), "
+                f"got {self.batch_tokens}",
+                field="batch_tokens",
             )
 
     @property

@@ -150,8 +150,9 @@ def resolve_layers(layers: Layers, num_layers: int) -> tuple[int, ...]:
     bad = [layer for layer in layers if not -total <= layer < total]
     if bad:
         raise ConfigError(
-            f"layers: {bad} out of range; this model has layers 0-{num_layers} "
-            f"(or {-total} to -1 counted from the top)"
+            f"{bad} out of range; this model has layers 0-{num_layers} "
+            f"(or {-total} to -1 counted from the top)",
+            field="layers",
         )
     return tuple(layer % total for layer in layers)
 
@@ -170,7 +171,7 @@ def resolve_device(device: str) -> torch.device:
         "mps": torch.backends.mps.is_available(),
     }
     if not available[device]:
-        raise ConfigError(f"device: {device} is not available on this machine")
+        raise ConfigError(f"{device} is not available on this machine", field="device")
     return torch.device(device)
 
 
@@ -238,7 +239,9 @@ def resolve_max_length(model: nn.Module, tokenizer: Any, requested: int | None) 
     if requested is None:
         return limit
     if requested > limit:
-        raise ConfigError(f"max_length: {requested} exceeds this model's limit of {limit} tokens")
+        raise ConfigError(
+            f"{requested} exceeds this model's limit of {limit} tokens", field="max_length"
+        )
     return requested
 
 

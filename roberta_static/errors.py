@@ -6,7 +6,7 @@ and prints one line. Each subclass also inherits the builtin a caller would expe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class RobertaStaticError(Exception):
@@ -14,7 +14,35 @@ class RobertaStaticError(Exception):
 
 
 class ConfigError(RobertaStaticError, ValueError):
-    """An option has a value that cannot work."""
+    """An option has a value that cannot work.
+
+    Args:
+        problem: What is wrong, and what would work.
+        field: The option at fault (a ``DistillConfig`` field or a function's argument), when
+            there is one: the message then reads ``field: problem``, and the CLI names the flag
+            the user typed instead.
+
+    Example:
+        >>> str(ConfigError("must be >= 0, got -3", field="max_contexts"))
+        'max_contexts: must be >= 0, got -3'
+
+    """
+
+    def __init__(self, problem: str, field: str | None = None) -> None:
+        super().__init__(f"{field}: {problem}" if field else problem)
+        self.problem = problem
+        self.field = field
+
+
+def require_minimums(options: object, minimums: Mapping[str, int]) -> None:
+    """Raise :class:`ConfigError` for the first attribute of ``options`` below its minimum.
+
+    An attribute that is ``None`` (unset) passes.
+    """
+    for name, least in minimums.items():
+        value = getattr(options, name)
+        if value is not None and value < least:
+            raise ConfigError(f"must be >= {least}, got {value}", field=name)
 
 
 class CorpusError(RobertaStaticError, OSError):

@@ -2,7 +2,9 @@
 
 gensim's bundled SimLex-999 and WordSim-353 are available by name. Pairs with a word that has no
 vector are counted and listed, never dropped silently: scores are over the covered pairs and the
-coverage is reported beside them.
+coverage is reported beside them. A score over fewer than ``MIN_COVERED`` items (pairs or analogy
+questions), or over less than ``MIN_COVERAGE`` percent of its dataset, is flagged ``low_coverage``:
+it says little about the vectors, and little about the dataset as a whole.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ ALIASES = {
     "wordsim": "wordsim353",
 }
 ANALOGIES = "questions-words.txt"
+MIN_COVERED = 50
+MIN_COVERAGE = 50.0
+
+
+def low_coverage(covered: int, total: int) -> bool:
+    """Whether ``covered`` of ``total`` items are too few for a score to mean much."""
+    return covered < MIN_COVERED or 100.0 * covered < MIN_COVERAGE * total
 
 
 @dataclass
@@ -56,6 +65,11 @@ class PairScores:
         """Covered pairs, percent."""
         return 100.0 * self.covered / self.pairs if self.pairs else 0.0
 
+    @property
+    def low_coverage(self) -> bool:
+        """Too few covered pairs for the scores to mean much (see :func:`low_coverage`)."""
+        return low_coverage(self.covered, self.pairs)
+
 
 @dataclass
 class AnalogyScores:
@@ -75,6 +89,11 @@ class AnalogyScores:
     def coverage(self) -> float:
         """Questions whose four words have vectors, percent."""
         return 100.0 * self.covered / self.questions if self.questions else 0.0
+
+    @property
+    def low_coverage(self) -> bool:
+        """Too few covered questions for the accuracy to mean much (see :func:`low_coverage`)."""
+        return low_coverage(self.covered, self.questions)
 
 
 def dataset_path(name_or_file: str) -> tuple[str, Path]:

@@ -26,7 +26,9 @@ def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
     names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
     unknown = [n for n in names if n and n not in EXPORT_FILES]
     if unknown:
-        raise ConfigError(f"formats: unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}")
+        raise ConfigError(
+            f"unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}", field="formats"
+        )
     return [n for n in names if n]  # type: ignore[misc]
 
 
@@ -37,8 +39,9 @@ def check_options(formats: Iterable[ExportFormat], sif_coefficient: float | None
     check_sif_coefficient(sif_coefficient)
     if sif_coefficient is not None and not set(formats) & set(SENTENCE_FORMATS):
         raise ConfigError(
-            "sif_coefficient: weights the model2vec and sentence-transformers exports only; "
-            "add one of them to --formats"
+            "weights the model2vec and sentence-transformers exports only; "
+            "add one of them to --formats",
+            field="sif_coefficient",
         )
 
 
@@ -60,11 +63,12 @@ def write_exports(
     """
     formats = list(formats)
     check_options(formats, sif_coefficient)
+    written = [folder / EXPORT_FILES[f] for f in formats if f in SENTENCE_FORMATS]
     gensim = [f for f in formats if f in GENSIM_FORMATS]
     if gensim:
         from .gensim_adapter import write_gensim
 
-        write_gensim(vectors, folder, gensim)
+        written += write_gensim(vectors, folder, gensim)
     if "model2vec" in formats:
         from .static_encoder import write_model2vec
 
@@ -75,7 +79,7 @@ def write_exports(
         write_sentence_transformers(
             vectors, folder / EXPORT_FILES["sentence-transformers"], sif_coefficient
         )
-    return [folder / EXPORT_FILES[f] for f in formats]
+    return sorted(written)
 
 
 def export(
@@ -93,5 +97,5 @@ def export(
     if existing and not overwrite:
         raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
     with atomic_files(folder) as staging:
-        write_exports(vectors, staging, formats, sif_coefficient)
-    return [folder / EXPORT_FILES[f] for f in formats]
+        written = write_exports(vectors, staging, formats, sif_coefficient)
+    return [folder / path.name for path in written]

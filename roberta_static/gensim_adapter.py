@@ -1,7 +1,9 @@
 """gensim interop: `KeyedVectors` with counts, and word2vec / `.kv` exports with matching loaders.
 
 word2vec files separate fields by spaces, so phrases are written with ``_`` between their words
-(the convention of gensim's ``Phrases``); the ``.kv`` export keeps them as they are.
+(the convention of gensim's ``Phrases``); the ``.kv`` export keeps them as they are. The word2vec
+format has no counts: they go into ``vectors.vocab`` beside it (``word count`` lines), which gensim
+reads back with ``load_word2vec_format(..., fvocab=...)``.
 """
 
 from __future__ import annotations
@@ -44,8 +46,16 @@ def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -
     return kv
 
 
-def write_gensim(vectors: StaticVectors, folder: Path, formats: Iterable[GensimFormat]) -> None:
-    """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``) into ``folder``."""
+def counts_path(word2vec_file: str | os.PathLike) -> Path:
+    """The counts file of a word2vec file (``vectors.txt`` and ``.bin`` share ``vectors.vocab``)."""
+    return Path(word2vec_file).with_suffix(".vocab")
+
+
+def write_gensim(
+    vectors: StaticVectors, folder: Path, formats: Iterable[GensimFormat]
+) -> list[Path]:
+    """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``, ``.vocab``) into ``folder``."""
+    written = set()
     keyed: dict[str | None, KeyedVectors] = {}  # one build per phrase spelling
     for fmt in formats:
         path = folder / EXPORT_FILES[fmt]
@@ -55,14 +65,21 @@ def write_gensim(vectors: StaticVectors, folder: Path, formats: Iterable[GensimF
         if fmt == "kv":
             keyed[joiner].save(str(path))
         else:
-            keyed[joiner].save_word2vec_format(str(path), binary=fmt == "word2vec-bin")
+            counts = counts_path(path)
+            keyed[joiner].save_word2vec_format(
+                str(path), fvocab=str(counts), binary=fmt == "word2vec-bin"
+            )
+            written.add(counts)
+        written.add(path)
+    return sorted(written)
 
 
 def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> KeyedVectors:
     """Load vectors from a roberta-static folder, a word2vec ``.txt``/``.bin``, or a gensim ``.kv``.
 
-    A ``.kv`` file is a pickle, which can run code when loaded: it is read only with
-    ``allow_pickle=True``.
+    A word2vec file gets its counts from the ``.vocab`` file beside it when there is one (else
+    gensim makes up counts from the row order). A ``.kv`` file is a pickle, which can run code when
+    loaded: it is read only with ``allow_pickle=True``.
     """
     path = Path(path)
     if path.is_dir():
@@ -75,7 +92,12 @@ def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> K
                 f"{path}: .kv files are pickles; pass --allow-pickle if you trust it"
             )
         return KeyedVectors.load(str(path))
+    counts = counts_path(path)
+    fvocab = str(counts) if counts.is_file() else None
     try:
-        return KeyedVectors.load_word2vec_format(str(path), binary=path.suffix == ".bin")
+        return KeyedVectors.load_word2vec_format(
+            str(path), fvocab=fvocab, binary=path.suffix == ".bin"
+        )
     except (ValueError, UnicodeDecodeError, EOFError) as error:
-        raise VectorsError(f"{path}: not a word2vec file ({error})") from None
+        also = f", or {counts} is not a 'word count' file," if fvocab else ""
+        raise VectorsError(f"{path}: not a word2vec file{also} ({error})") from None

@@ -193,7 +193,9 @@ def distill_from_model(
     started = time.perf_counter()
     encoder = Encoder(model, tokenizer, config)
     if config.pca is not None and config.pca > _dim(encoder, config):
-        raise ConfigError(f"pca: {config.pca} exceeds the vectors' width {_dim(encoder, config)}")
+        raise ConfigError(
+            f"{config.pca} exceeds the vectors' width {_dim(encoder, config)}", field="pca"
+        )
     nlp = load_segmenter(config.lang, config.spacy_model)
     report = progress or (lambda _: None)
     if resume_from is not None:
@@ -475,9 +477,9 @@ def _plan(n_entries: int, dim: int, encoder: Encoder) -> Plan:
     if free is not None and needed > free:
         raise ConfigError(
             f"the accumulator needs {size_text(needed)} ({n_entries:,} entries x {dim:,} floats) "
-            f"but {encoder.device} has {size_text(free)} free; use fewer layers, --combine mean "
-            "or sum instead of concat, or a smaller vocabulary (--max-vocab or a shorter --vocab "
-            "file)"
+            f"but {encoder.device} has {size_text(free)} free; use fewer layers, or combine them "
+            "by mean or sum instead of concat, or a smaller vocabulary (--max-vocab or a shorter "
+            "--vocab file)"
         )
     return Plan(n_entries, dim, needed, str(encoder.device), free)
 

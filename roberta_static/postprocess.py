@@ -11,8 +11,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, require_minimums
 from .vectors import StaticVectors
+
+# The least value of each numeric step (``pca=None`` means no PCA); the CLI declares them too.
+MINIMUMS = {"remove_top_pcs": 0, "pca": 1}
 
 
 @dataclass(frozen=True)
@@ -34,10 +37,7 @@ class PostProcessing:
     normalize: bool = False
 
     def __post_init__(self) -> None:
-        if self.remove_top_pcs < 0:
-            raise ConfigError(f"remove_top_pcs: must be >= 0, got {self.remove_top_pcs}")
-        if self.pca is not None and self.pca < 1:
-            raise ConfigError(f"pca: must be >= 1 or unset, got {self.pca}")
+        require_minimums(self, MINIMUMS)
 
     @property
     def is_identity(self) -> bool:

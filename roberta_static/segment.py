@@ -33,12 +33,14 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
         try:
             nlp = spacy.blank(lang)
         except (ImportError, KeyError) as error:
-            raise ConfigError(f"lang: spaCy has no language {lang!r} ({error})") from None
+            raise ConfigError(f"spaCy has no language {lang!r} ({error})", field="lang") from None
     else:
         try:
             nlp = spacy.load(spacy_model, exclude=["ner", "lemmatizer", "textcat"])
         except OSError as error:
-            raise ConfigError(f"spacy_model: cannot load {spacy_model!r}: {error}") from None
+            raise ConfigError(
+                f"cannot load {spacy_model!r}: {error}", field="spacy_model"
+            ) from None
     if not set(nlp.pipe_factories.values()) & {"parser", "senter", "sentencizer"}:
         nlp.add_pipe("sentencizer")
     return nlp

@@ -35,7 +35,7 @@ STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
 def check_sif_coefficient(coefficient: float | None) -> None:
     """Refuse a SIF coefficient outside (0, 1), as model2vec does."""
     if coefficient is not None and not 0 < coefficient < 1:
-        raise ConfigError(f"sif_coefficient: must be between 0 and 1, got {coefficient}")
+        raise ConfigError(f"must be between 0 and 1, got {coefficient}", field="sif_coefficient")
 
 
 def sif_weights(counts: np.ndarray, coefficient: float) -> np.ndarray:

@@ -41,8 +41,10 @@ EXPORT_FILES: dict[str, str] = {
     "model2vec": "model2vec",
     "sentence-transformers": "sentence-transformers",
 }
-# gensim stores a large .kv's arrays beside it (vectors.kv.vectors.npy).
-_FOLDER_ENTRIES = (VECTORS_FILE, VOCAB_FILE, META_FILE, *EXPORT_FILES.values(), "vectors.kv.*")
+# word2vec counts go to vectors.vocab; gensim stores a large .kv's arrays beside it.
+_FOLDER_ENTRIES = (
+    VECTORS_FILE, VOCAB_FILE, META_FILE, *EXPORT_FILES.values(), "vectors.vocab", "vectors.kv.*"
+)
 
 Key = str | np.ndarray
 """A word or phrase, or a vector of the same width."""

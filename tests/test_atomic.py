@@ -12,7 +12,7 @@ import pytest
 from roberta_static.atomic import check_output_dir
 from roberta_static.checkpoint import checkpoint_entries
 from roberta_static.errors import OutputError
-from roberta_static.gensim_adapter import export
+from roberta_static.exports import export
 from roberta_static.sweep import sweep_folder_entries, write_csv
 from roberta_static.vectors import StaticVectors, vectors_folder_entries
 

@@ -136,7 +136,7 @@ def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
         ),
         "weighting without a sentence format": (
             [corpus, "--vocab", vocab, "--model", model, *weighted_kv],
-            "sif_coefficient: weights the model2vec and sentence-transformers exports only",
+            "--sif-coefficient: weights the model2vec and sentence-transformers exports only",
         ),
     }
 

@@ -52,3 +52,26 @@ def test_all_layers_is_the_default_and_resolves_per_model():
     assert config.layers == "all" and config.to_dict()["layers"] == "all"
     assert DistillConfig(**config.to_dict()) == config
     assert resolve_layers(config.layers, 6) == (0, 1, 2, 3, 4, 5, 6)
+
+
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"max_contexts": -3}, "max_contexts"),
+        ({"batch_tokens": 0}, "batch_tokens"),
+        ({"chunk_sentences": 0}, "chunk_sentences"),
+        ({"max_length": 0}, "max_length"),
+        ({"min_count": 0}, "min_count"),
+        ({"max_vocab": 0}, "max_vocab"),
+        ({"remove_top_pcs": -1}, "remove_top_pcs"),
+        ({"pca": 0}, "pca"),
+        ({"layers": "2-1"}, "layers"),
+        ({"pool": "median"}, "pool"),
+        ({"max_length": 600, "batch_tokens": 512}, "batch_tokens"),
+    ],
+)
+def test_errors_name_the_option_at_fault(changes, field):
+    with pytest.raises(ConfigError) as caught:
+        DistillConfig(model="m", **changes)
+    assert caught.value.field == field
+    assert str(caught.value) == f"{field}: {caught.value.problem}"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from gensim.models import KeyedVectors
@@ -119,3 +121,70 @@ def test_pair_files_with_a_byte_order_mark_and_nfd_words_are_covered(tmp_path):
     path.write_bytes("\ufeffcat\ttea\t5\ncafe\u0301\ttea\t8\ncat\tcafe\u0301\t1\n".encode())
     assert read_pairs(path)[0] == ("cat", "tea", 5.0)
     assert evaluate_pairs(kv, path, lower=True).covered == 3
+
+
+@pytest.mark.parametrize(
+    "covered,pairs", [(0, 353), (3, 999), (49, 60), (50, 100), (50, 101), (499, 999), (500, 999)]
+)
+def test_low_coverage_means_under_50_items_or_under_half_the_dataset(covered, pairs):
+    from roberta_static.evaluate import AnalogyScores, PairScores
+
+    expected = covered < 50 or covered / pairs < 0.5
+    assert PairScores("d", pairs, covered, 0.0, 0.0).low_coverage is expected
+    assert AnalogyScores("d", pairs, covered, 0).low_coverage is expected
+
+
+def write_pairs(path, pairs):
+    path.write_text("".join(f"{a}\t{b}\t{s}\n" for a, b, s in pairs))
+    return path
+
+
+@pytest.fixture()
+def vectors_folder(tmp_path):
+    from roberta_static.vectors import StaticVectors
+
+    words = [f"w{i}" for i in range(8)]
+    matrix = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    return StaticVectors(words, matrix, np.ones(8)).save(tmp_path / "vectors")
+
+
+def test_evaluate_cautions_on_thin_coverage_and_never_prints_nan(vectors_folder, tmp_path):
+    from typer.testing import CliRunner
+
+    from roberta_static.cli import app
+
+    # 3 covered pairs among 60, and a dataset none of whose 20 pairs is covered
+    thin = [("w0", "w1", 3), ("w2", "w3", 1), ("w4", "w5", 2)] + [("x", "y", 1)] * 57
+    thin_file = write_pairs(tmp_path / "thin.tsv", thin)
+    none_file = write_pairs(tmp_path / "none.tsv", [("x", "y", 1)] * 20)
+    args = [
+        "evaluate",
+        str(vectors_folder),
+        "--dataset",
+        str(thin_file),
+        "--dataset",
+        str(none_file),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "warning: thin.tsv: scores on 3 of 60 pairs (5.0%) mean little" in result.output
+    assert "warning: none.tsv: none of its 20 pairs is covered; no score" in result.output
+    assert "nan" not in result.output.lower()
+
+    as_json = CliRunner().invoke(app, [*args, "--json"])
+    report = json.loads(as_json.stdout, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+    thin_scores, none_scores = report["datasets"]
+    assert thin_scores["low_coverage"] and none_scores["low_coverage"]
+    assert none_scores["spearman"] is None and np.isfinite(thin_scores["spearman"])
+
+
+def test_evaluate_is_quiet_on_enough_coverage(vectors_folder, tmp_path):
+    from typer.testing import CliRunner
+
+    from roberta_static.cli import app
+
+    rng = np.random.default_rng(1)
+    pairs = [(f"w{a}", f"w{b}", float(rng.random())) for a, b in rng.integers(0, 8, (60, 2))]
+    path = write_pairs(tmp_path / "full.tsv", pairs + [("x", "y", 1)] * 10)
+    result = CliRunner().invoke(app, ["evaluate", str(vectors_folder), "--dataset", str(path)])
+    assert result.exit_code == 0 and "warning" not in result.output, result.output

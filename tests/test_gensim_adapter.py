@@ -64,3 +64,24 @@ def test_unknown_format_and_non_word2vec_file(tmp_path):
     bad.write_text("just some words\nand more\n")
     with pytest.raises(VectorsError, match="not a word2vec file"):
         load_keyed_vectors(bad)
+
+
+def test_word2vec_exports_keep_the_real_counts_in_a_vocab_file(vectors, tmp_path):
+    from roberta_static.gensim_adapter import counts_path
+
+    vectors.save(tmp_path / "out")
+    written = export(tmp_path / "out", ["word2vec", "word2vec-bin"])
+    counts_file = tmp_path / "out" / "vectors.vocab"
+    assert counts_file in written and counts_path(tmp_path / "out" / "vectors.bin") == counts_file
+    real = {w.replace(" ", "_"): int(c) for w, c in zip(vectors.words, vectors.counts, strict=True)}
+    for name, binary in (("vectors.txt", False), ("vectors.bin", True)):
+        path = str(tmp_path / "out" / name)
+        bare = KeyedVectors.load_word2vec_format(path, binary=binary)
+        stand_ins = {key: bare.get_vecattr(key, "count") for key in bare.index_to_key}
+        assert stand_ins != real  # gensim's rank-based stand-ins, without the vocab file
+        with_counts = KeyedVectors.load_word2vec_format(
+            path, binary=binary, fvocab=str(counts_file)
+        )
+        assert {key: with_counts.get_vecattr(key, "count") for key in real} == real
+        ours = load_keyed_vectors(path)
+        assert {key: ours.get_vecattr(key, "count") for key in real} == real

@@ -216,7 +216,7 @@ def test_accumulator_size_is_reported_and_refused_beyond_free_memory(
     needed = f"{plan.accumulator_bytes / 1e3:.1f} kB"
     assert str(caught.value).startswith(
         f"the accumulator needs {needed} ({len(VOCAB_ENTRIES)} entries x 96 floats) but cpu has "
-        "1.0 kB free; use fewer layers, --combine mean or sum instead of concat"
+        "1.0 kB free; use fewer layers, or combine them by mean or sum instead of concat"
     )
 
 

@@ -93,3 +93,22 @@ def test_distill_applies_postprocessing(roberta_dir, corpus_file, vocab_file):
         centered.vectors, PostProcessing(remove_top_pcs=1).apply(raw.vectors), atol=1e-5
     )
     assert centered.meta["postprocessing"][0]["remove_top_pcs"] == 1
+
+
+def test_sweep_cautions_on_thin_coverage_and_never_names_nan_a_best(
+    roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    thin = tmp_path / "thin.tsv"
+    thin.write_text("cat\tdog\t8\ncat\tgarden\t2\nparis\tgarden\t6\nqqq\trrr\t3\n")
+    uncovered = tmp_path / "none.tsv"
+    uncovered.write_text("qqq\trrr\t1\nsss\tttt\t2\n")
+    inputs = [str(corpus_file), "--vocab", str(vocab_file), "--model", str(roberta_dir), "-q"]
+    datasets = ["--dataset", str(thin), "--dataset", str(uncovered)]
+    result = CliRunner().invoke(app, ["sweep", *inputs, "--out", str(tmp_path / "s"), *datasets])
+    assert result.exit_code == 0, result.output
+    assert "warning: thin.tsv: scores on 3 of 4 pairs (75.0%) mean little" in result.output
+    assert "warning: none.tsv: none of its 2 pairs is covered; no score" in result.output
+    assert "best on none.tsv: none, no pairs covered (0 of 2)" in result.output
+    best = next(line for line in result.output.splitlines() if line.startswith("best on thin"))
+    assert best.endswith("3 of 4 pairs)")
+    assert "nan" not in result.output.lower()
