@@ -76,9 +76,10 @@ class Encoder:
         return states
 
     def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        states = self.model(
-            input_ids=input_ids, attention_mask=mask, output_hidden_states=True
-        ).hidden_states
+        output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        # transformers 5 records hidden states with hooks on the blocks, so a model cut to no
+        # blocks (only layer 0 chosen) reports none; its output is then the embedding output.
+        states = output.hidden_states or (output.last_hidden_state,)
         return torch.stack([states[layer] for layer in self.layers]).float()
 
 
@@ -99,7 +100,7 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
     Weights load from safetensors only, unless ``config.allow_pickle``; model code from the hub
     runs only with ``config.trust_remote_code``.
     """
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     name = config.model
     if name.startswith("spacy:"):
@@ -119,11 +120,22 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
                 "loaded; pass --allow-pickle if you trust them"
             )
     try:
+        # The config alone says whether the model needs code of its own; transformers 5's
+        # tokenizer loader would fail on other grounds before refusing it.
+        model_config = AutoConfig.from_pretrained(name, **options)
         tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **options)
         model = AutoModel.from_pretrained(
-            name, use_safetensors=None if config.allow_pickle else True, **options
+            name,
+            config=model_config,
+            use_safetensors=None if config.allow_pickle else True,
+            **options,
         )
     except (OSError, ValueError, KeyError) as error:
+        if "trust_remote_code" in str(error):
+            raise ModelLoadError(
+                f"{name}: the model contains custom code, which runs when it loads; "
+                "pass --trust-remote-code if you trust it"
+            ) from None
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelLoadError(f"{name}: cannot load a model ({reason})") from None
     return model, tokenizer
