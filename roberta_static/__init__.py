@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 
 from .config import DistillConfig, parse_layers
@@ -29,6 +30,17 @@ try:
     __version__ = version("roberta-static")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0+unknown"
+
+# In a source checkout the subpackages ``cli`` and ``spacy_plugin`` are top-level folders that
+# setup.cfg maps into this package at install time. Imported from a checkout (which shadows the
+# installed copy whenever the checkout is the working directory), the package also looks for its
+# subpackages in the checkout's root, so ``roberta_static.spacy_plugin`` (which spaCy imports for
+# every pipeline, through our entry point) and ``roberta_static.cli`` are found there too.
+_checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if not os.path.isdir(os.path.join(__path__[0], "spacy_plugin")) and all(
+    os.path.isfile(os.path.join(_checkout, sub, "__init__.py")) for sub in ("cli", "spacy_plugin")
+):
+    __path__.append(_checkout)
 
 
 def __getattr__(name: str) -> object:

@@ -84,7 +84,7 @@ class DistillConfig:
     """All options of a distillation run; written into ``meta.json`` and read back unchanged.
 
     Args:
-        model: Hugging Face hub id or local directory of the encoder.
+        model: Hugging Face hub id, local directory or short name (``minilm``) of the encoder.
         layers: Hidden layers to pool (0 is the embedding output, negatives count from the top),
             or ``"all"``. The default, all layers, was chosen by a measured sweep
             (``benchmarks/QUALITY.md``).

@@ -17,6 +17,7 @@ from torch import nn
 from .batching import Batch, SubwordEncoder
 from .config import ALL_LAYERS, DistillConfig, Layers
 from .errors import ConfigError, ModelLoadError
+from .model_source import SPACY_PREFIX, cached_revision, hub_cache_only, resolve_model_name
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -76,9 +77,10 @@ class Encoder:
         return states
 
     def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        states = self.model(
-            input_ids=input_ids, attention_mask=mask, output_hidden_states=True
-        ).hidden_states
+        output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        # transformers 5 records hidden states with hooks on the blocks, so a model cut to no
+        # blocks (only layer 0 chosen) reports none; its output is then the embedding output.
+        states = output.hidden_states or (output.last_hidden_state,)
         return torch.stack([states[layer] for layer in self.layers]).float()
 
 
@@ -93,22 +95,22 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
 def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
     """Load the model and fast tokenizer named by ``config.model``.
 
-    ``config.model`` is a hub id, a local folder, or ``spacy:PIPELINE`` for the transformer inside
-    an installed spacy-transformers pipeline.
+    ``config.model`` is a hub id, a local folder, a short name of an installed model package
+    (``minilm``), or ``spacy:PIPELINE`` for the transformer inside an installed spacy-transformers
+    pipeline.
 
     Weights load from safetensors only, unless ``config.allow_pickle``; model code from the hub
     runs only with ``config.trust_remote_code``.
     """
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     name = config.model
-    if name.startswith("spacy:"):
+    if name.startswith(SPACY_PREFIX):
         from roberta_static.spacy_plugin.transformer_source import load_from_spacy_pipeline
 
         return load_from_spacy_pipeline(name)
-    path = Path(name)
-    if path.exists() and not path.is_dir():
-        raise ModelLoadError(f"{name}: expected a model folder or hub id, found a file")
+    location = resolve_model_name(name)
+    path = Path(location)
     options: dict[str, Any] = {"trust_remote_code": config.trust_remote_code}
     if path.is_dir():
         options["local_files_only"] = True
@@ -118,28 +120,51 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
                 f"{name}: only pickled weights (pytorch_model.bin), which can run code when "
                 "loaded; pass --allow-pickle if you trust them"
             )
+    else:
+        options["local_files_only"] = hub_cache_only(location)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, use_fast=True, **options)
+        # The config alone says whether the model needs code of its own; transformers 5's
+        # tokenizer loader would fail on other grounds before refusing it.
+        model_config = AutoConfig.from_pretrained(location, **options)
+        tokenizer = AutoTokenizer.from_pretrained(location, use_fast=True, **options)
         model = AutoModel.from_pretrained(
-            name, use_safetensors=None if config.allow_pickle else True, **options
+            location,
+            config=model_config,
+            use_safetensors=None if config.allow_pickle else True,
+            **options,
         )
     except (OSError, ValueError, KeyError) as error:
+        if "trust_remote_code" in str(error):
+            raise ModelLoadError(
+                f"{name}: the model contains custom code, which runs when it loads; "
+                "pass --trust-remote-code if you trust it"
+            ) from None
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelLoadError(f"{name}: cannot load a model ({reason})") from None
     return model, tokenizer
 
 
 def model_fingerprint(name: str, model: nn.Module) -> dict[str, str | None]:
-    """Provenance: the hub commit, or the SHA-256 of a local folder's weights file."""
-    path = Path(name)
+    """Provenance: a local folder's path and its weights file's SHA-256, or the hub commit."""
+    if name.startswith(SPACY_PREFIX):
+        return {"revision": getattr(model.config, "_commit_hash", None)}
+    location = resolve_model_name(name)
+    path = Path(location)
+    if not path.is_dir():
+        # transformers 5 no longer records the commit on the config; the cache names it.
+        return {"revision": cached_revision(location)}
     for weights in (path / f for f in _WEIGHT_FILES):
         if weights.is_file():
             digest = hashlib.sha256()
             with open(weights, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
-            return {"weights_file": weights.name, "sha256": digest.hexdigest()}
-    return {"revision": getattr(model.config, "_commit_hash", None)}
+            return {
+                "path": str(path.resolve()),
+                "weights_file": weights.name,
+                "sha256": digest.hexdigest(),
+            }
+    return {"path": str(path.resolve())}
 
 
 def resolve_layers(layers: Layers, num_layers: int) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import srsly
 from spacy import util
@@ -26,8 +26,10 @@ from thinc.api import Config
 
 from roberta_static.errors import ConfigError
 
+# make_roberta_static is re-exported for entry points that still name this module: metadata
+# written by an earlier install (a stale roberta_static.egg-info in a checkout) outlives upgrades.
+from .factories import CasePolicy, Mode, make_roberta_static
 from .tables import (
-    CasePolicy,
     VectorSource,
     build_table,
     check_source,
@@ -37,56 +39,7 @@ from .tables import (
     with_attr,
 )
 
-Mode = Literal["replace", "add"]
-
-DEFAULT_CONFIG_STR = """
-[roberta_static]
-vectors = null
-mode = "replace"
-case = "auto"
-allow_pickle = false
-replace_trained_vectors = false
-"""
-DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)["roberta_static"]
-
-
-@Language.factory("roberta_static", default_config=DEFAULT_CONFIG)
-def make_roberta_static(
-    nlp: Language,
-    name: str,
-    vectors: str | None,
-    mode: Mode,
-    case: CasePolicy,
-    allow_pickle: bool,
-    replace_trained_vectors: bool,
-) -> RobertaStaticVectors:
-    """Create the component; a ``vectors`` path is loaded into ``nlp.vocab`` right away.
-
-    Args:
-        nlp: The pipeline.
-        name: The component's name.
-        vectors: A roberta-static output folder or a word2vec ``.txt``/``.bin`` file (a gensim
-            ``.kv`` needs ``allow_pickle``).
-        mode: ``replace`` the pipeline's vectors, or ``add`` to them (same width).
-        case: ``auto`` (from the folder's ``meta.json``), ``lower`` or ``keep``.
-        allow_pickle: Accept a ``.kv`` file, which is a pickle: unsafe for others' files.
-        replace_trained_vectors: Change vectors that trained components were built on.
-
-    Returns:
-        The component.
-
-    """
-    component = RobertaStaticVectors(
-        nlp,
-        name,
-        mode=mode,
-        case=case,
-        allow_pickle=allow_pickle,
-        replace_trained_vectors=replace_trained_vectors,
-    )
-    if vectors is not None:
-        component.load(vectors)
-    return component
+__all__ = ["RobertaStaticVectors", "make_roberta_static"]
 
 
 class RobertaStaticVectors:

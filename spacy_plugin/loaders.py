@@ -1,11 +1,6 @@
-"""A registered callback that loads distilled vectors in ``[initialize.before_init]``.
+"""Load distilled vectors from ``[initialize.before_init]`` (``roberta_static.load_vectors.v1``).
 
-Loading before the components initialise lets a ``tok2vec`` with ``include_static_vectors`` see
-them::
-
-    [initialize.before_init]
-    @callbacks = "roberta_static.load_vectors.v1"
-    path = "vectors/"
+The callback is registered in ``factories.py``; this module does the loading.
 """
 
 from __future__ import annotations
@@ -13,14 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from spacy.language import Language
-from spacy.util import registry
 
-from .component import Mode, RobertaStaticVectors
-from .tables import CasePolicy
+from .component import RobertaStaticVectors
+
+# create_vectors_loader is re-exported for entry points that still name this module (see
+# component.py).
+from .factories import CasePolicy, Mode, create_vectors_loader
+
+__all__ = ["create_vectors_loader", "vectors_loader"]
 
 
-@registry.callbacks("roberta_static.load_vectors.v1")
-def create_vectors_loader(
+def vectors_loader(
     path: str, mode: Mode = "replace", case: CasePolicy = "auto", allow_pickle: bool = False
 ) -> Callable[[Language], Language]:
     """Return a callback that loads the vectors at ``path`` into ``nlp.vocab``.

@@ -15,7 +15,7 @@ from spacy.vectors import Vectors
 from roberta_static.errors import ConfigError, VectorsError
 from roberta_static.vectors import StaticVectors, guess_case
 
-CasePolicy = Literal["auto", "lower", "keep"]
+from .factories import CasePolicy
 
 
 @dataclass

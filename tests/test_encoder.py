@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModel
@@ -20,6 +21,23 @@ def test_truncated_model_gives_the_same_states_and_leaves_the_original_whole(mod
     assert model.config.num_hidden_layers == 2
     with torch.no_grad():
         assert len(model(ids, output_hidden_states=True).hidden_states) == 3
+
+
+@pytest.mark.parametrize("layers", ["0", "0,1", "1", "-1"])
+def test_encoder_states_are_the_full_models_chosen_hidden_states(model_dir, layers):
+    from roberta_static.batching import Batch
+    from roberta_static.encoder import Encoder
+
+    model, tokenizer = load_pretrained(DistillConfig(model=str(model_dir)))
+    ids = np.array([[0, 5, 6, 7, 2], [0, 8, 9, 2, 1]])
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]])
+    with torch.no_grad():
+        full = model(torch.from_numpy(ids), torch.from_numpy(mask), output_hidden_states=True)
+    encoder = Encoder(model, tokenizer, DistillConfig(model=str(model_dir), layers=layers))
+    empty = np.zeros(0, dtype=np.int64)
+    states = encoder.hidden_states(Batch(ids, mask, empty, empty, empty, empty))
+    expected = torch.stack([full.hidden_states[layer] for layer in encoder.layers])
+    torch.testing.assert_close(states, expected)
 
 
 def test_layer_range_error_gives_valid_range():
@@ -58,7 +76,7 @@ def test_model_needing_remote_code_is_refused_without_running_it(tmp_path):
     marker = tmp_path / "ran.txt"
     for name in ("configuration_x.py", "modeling_x.py"):
         (tmp_path / name).write_text(f"open({str(marker)!r}, 'w').write('foreign code ran')\n")
-    with pytest.raises(ModelLoadError, match="contains custom code"):
+    with pytest.raises(ModelLoadError, match="contains custom code.* pass --trust-remote-code"):
         load_pretrained(DistillConfig(model=str(tmp_path)))
     assert not marker.exists()
 

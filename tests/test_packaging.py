@@ -1,0 +1,82 @@
+"""The package as spaCy and Python find it: from a source checkout, and with a broken component."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+# An editable install maps roberta_static.cli and .spacy_plugin with a finder of its own; without
+# it, a process started in the checkout finds only the checkout's folders, as it does next to a
+# plain `pip install .`, whose installed copy the checkout shadows.
+WITHOUT_EDITABLE_FINDER = (
+    "import sys\n"
+    "sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in f.__module__]\n"
+)
+BREAK_COMPONENT = (
+    "import sys\n"
+    "class Broken:\n"
+    "    @staticmethod\n"
+    "    def find_spec(name, path=None, target=None):\n"
+    "        if name == 'roberta_static.spacy_plugin.component':\n"
+    "            raise ImportError('simulated: the component cannot be imported')\n"
+    "sys.meta_path.insert(0, Broken)\n"
+)
+
+
+def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_checkout_that_shadows_the_installed_package_is_whole():
+    code = WITHOUT_EDITABLE_FINDER + (
+        f"sys.path.insert(0, {str(CHECKOUT)!r})\n"
+        "import spacy\n"
+        "nlp = spacy.blank('en')\n"
+        "nlp.add_pipe('roberta_static')\n"
+        "import roberta_static.cli, roberta_static.spacy_plugin\n"
+        "print(roberta_static.__file__)\n"
+        "print(roberta_static.cli.__file__)\n"
+        "print(roberta_static.spacy_plugin.__file__)\n"
+    )
+    result = run_python(code, CHECKOUT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        str(CHECKOUT / "roberta_static" / "__init__.py"),
+        str(CHECKOUT / "cli" / "__init__.py"),
+        str(CHECKOUT / "spacy_plugin" / "__init__.py"),
+    ]
+
+
+def test_a_broken_component_leaves_spacy_working_and_add_pipe_names_the_problem(tmp_path):
+    code = BREAK_COMPONENT + (
+        "import spacy\n"
+        "nlp = spacy.blank('en')\n"
+        "spacy.util.registry.callbacks.get_all()\n"
+        "print(nlp('still works')[1].text)\n"
+        "try:\n"
+        "    nlp.add_pipe('roberta_static')\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    result = run_python(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["works", "simulated: the component cannot be imported"]
+
+
+def test_the_entry_point_module_imports_none_of_our_heavy_parts(tmp_path):
+    # (spaCy itself imports torch through thinc when it is installed.)
+    code = (
+        "import sys\n"
+        "import roberta_static.spacy_plugin.factories\n"
+        "ours = ('transformers', 'gensim', 'roberta_static.encoder', 'roberta_static.pipeline',\n"
+        "        'roberta_static.spacy_plugin.component', 'roberta_static.spacy_plugin.tables')\n"
+        "print([name for name in ours if name in sys.modules])\n"
+    )
+    result = run_python(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
