@@ -47,6 +47,12 @@ class PostProcessing:
     def apply(self, matrix: np.ndarray) -> np.ndarray:
         """Return the processed copy of a ``[n, d]`` matrix."""
         result = np.asarray(matrix, dtype=np.float64)
+        for name in ("remove_top_pcs", "pca"):  # the steps that take principal components
+            count = getattr(self, name) or 0
+            if count > min(result.shape):
+                raise ConfigError(
+                    f"asked for {count} principal components of a {result.shape} matrix", field=name
+                )
         if self.center or self.remove_top_pcs or self.pca:
             result = result - result.mean(axis=0)
         if self.remove_top_pcs:

@@ -61,5 +61,7 @@ def test_postprocess_records_steps_and_rejects_bad_values(matrix):
     ]
     with pytest.raises(ConfigError, match="remove_top_pcs: must be >= 0"):
         PostProcessing(remove_top_pcs=-1)
-    with pytest.raises(ConfigError, match="asked for 9 principal components"):
+    with pytest.raises(ConfigError, match="pca: asked for 9 principal components"):
         PostProcessing(pca=9).apply(matrix)
+    with pytest.raises(ConfigError, match="remove_top_pcs: asked for 9 principal components"):
+        PostProcessing(remove_top_pcs=9).apply(matrix)
