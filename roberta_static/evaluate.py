@@ -131,13 +131,14 @@ def find_key(kv: KeyedVectors, word: str, lower: bool) -> str | None:
     """The key of ``word`` in ``kv``, or None.
 
     Tried as written, in NFC (the form distilled entries have), lower-cased when ``lower``, and for
-    phrases with ``_`` between their words (as word2vec exports write them).
+    phrases in both spellings: with ``_`` between their words (as word2vec exports write them) and
+    with spaces (as vectors folders keep them).
     """
     spellings = [word, normalize_text(word)]
     if lower:
         spellings += [spelling.lower() for spelling in spellings]
     for spelling in spellings:
-        for key in (spelling, spelling.replace(" ", "_")):
+        for key in (spelling, spelling.replace(" ", "_"), spelling.replace("_", " ")):
             if key in kv.key_to_index:
                 return key
     return None

@@ -188,3 +188,12 @@ def test_evaluate_is_quiet_on_enough_coverage(vectors_folder, tmp_path):
     path = write_pairs(tmp_path / "full.tsv", pairs + [("x", "y", 1)] * 10)
     result = CliRunner().invoke(app, ["evaluate", str(vectors_folder), "--dataset", str(path)])
     assert result.exit_code == 0 and "warning" not in result.output, result.output
+
+
+def test_phrases_are_found_in_either_spelling():
+    folder_style, word2vec_style = KeyedVectors(2), KeyedVectors(2)
+    folder_style.add_vectors(["new york"], np.ones((1, 2), np.float32))
+    word2vec_style.add_vectors(["new_york"], np.ones((1, 2), np.float32))
+    for query in ("new york", "new_york", "New_York"):
+        assert find_key(folder_style, query, lower=True) == "new york"
+        assert find_key(word2vec_style, query, lower=True) == "new_york"
