@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -83,7 +84,28 @@ class _FlagHelp:
 
 
 class Command(_FlagHelp, TyperCommand):
-    """One ``roberta-static`` command."""
+    """One ``roberta-static`` command; keeps its raw arguments for :func:`check_not_flag_values`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Parse the command's options and arguments."""
+        ctx.meta[_RAW_ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+
+_RAW_ARGS = "roberta_static.raw_args"
+_FLAG_VALUES = {"true", "false", "yes", "no", "on", "off"}
+
+
+def check_not_flag_values(ctx: Any, paths: list[Path]) -> None:
+    """``--center true``: a flag takes no value, so Typer reads ``true`` as a path; say so."""
+    args = ctx.meta.get(_RAW_ARGS, [])
+    for path in paths:
+        text = str(path)
+        if text.lower() not in _FLAG_VALUES or path.exists() or text not in args:
+            continue
+        before = args[args.index(text) - 1] if args.index(text) > 0 else ""
+        if before.startswith("-"):
+            raise ConfigError(f"{before} takes no value: write {before}, not {before} {text}")
 
 
 class CommandGroup(_FlagHelp, TyperGroup):

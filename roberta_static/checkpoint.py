@@ -1,35 +1,50 @@
 """Checkpoints of a distillation run: accumulator state, input position, vocabulary, config.
 
 Written into ``OUT/.checkpoint/`` under a temporary name and renamed into place, so a crash while
-writing keeps the previous checkpoint. Everything is numpy ``.npy`` (no pickle) and JSON.
+writing keeps the previous checkpoint. Everything is numpy ``.npy``/``.npz`` (no pickle) and JSON.
+
+A run may stop between two batches of a chunk: the chunk's sentences have all been read and
+matched, so the checkpoint holds the position after the chunk and the batches not yet encoded.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .atomic import write_failed
+from .batching import Batch
 from .config import DistillConfig
-from .corpus import Position
+from .corpus import Position, is_compressed
 from .errors import ConfigError
+from .vectors import META_FILE
 
 CHECKPOINT_DIR = ".checkpoint"
+FORMAT = 2
 _ARRAYS = ("sums", "counts", "remaining")
+_SAMPLE_BYTES = 65_536
 
 
 @dataclass
 class Checkpoint:
-    """Everything a run needs to continue exactly where it stopped."""
+    """Everything a run needs to continue exactly where it stopped.
+
+    ``files`` are the corpus files' absolute paths, so a run resumes from any folder; ``corpus``
+    identifies the part already read (see :func:`corpus_identity`); ``leftover`` holds the
+    batches of the last chunk not yet encoded.
+    """
 
     config: dict[str, Any]
+    files: list[str]
     corpus: list[dict[str, Any]]
     entries: list[str]
     position: Position
@@ -38,13 +53,40 @@ class Checkpoint:
     sums: np.ndarray
     counts: np.ndarray
     remaining: np.ndarray
+    leftover: list[Batch] = field(default_factory=list)
 
 
-def corpus_fingerprint(files: list[Path]) -> list[dict[str, Any]]:
-    """Path, size and modification time of each corpus file."""
-    return [
-        {"path": str(f), "bytes": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns} for f in files
-    ]
+def corpus_identity(files: list[Path], position: Position) -> list[dict[str, Any]]:
+    """What a resume needs unchanged: the files read so far, by absolute path and content.
+
+    A file before ``position`` is known by its size and a digest of its first and last 64 kB; the
+    file being read by a digest of the bytes before ``position`` (so a bad line after it can be
+    fixed); a compressed one being read by its whole identity. Later files may change.
+    """
+    identities = []
+    for index, path in enumerate(files[: position.file + 1]):
+        stat = path.stat()
+        identity: dict[str, Any] = {"path": str(path.resolve())}
+        if index < position.file or is_compressed(path):
+            identity["bytes"] = stat.st_size
+            identity["sha256"] = _sampled_digest(path, stat.st_size, stat.st_mtime_ns)
+        else:
+            identity["bytes_read"] = position.offset
+            identity["read_sha256"] = _sampled_digest(path, position.offset, stat.st_mtime_ns)
+        identities.append(identity)
+    return identities
+
+
+@functools.lru_cache(maxsize=4096)
+def _sampled_digest(path: Path, end: int, mtime_ns: int) -> str:
+    """SHA-256 of the first and last 64 kB of ``path[:end]`` (``mtime_ns`` keys the cache)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        digest.update(handle.read(min(_SAMPLE_BYTES, end)))
+        tail = max(_SAMPLE_BYTES, end - _SAMPLE_BYTES)
+        handle.seek(tail)
+        digest.update(handle.read(max(0, end - tail)))
+    return digest.hexdigest()
 
 
 def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
@@ -57,10 +99,14 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
     try:
         for name in _ARRAYS:
             np.save(staging / f"{name}.npy", getattr(checkpoint, name), allow_pickle=False)
+        np.savez(staging / "leftover.npz", **_batch_arrays(checkpoint.leftover))
         state = {
-            key: value
-            for key, value in asdict(checkpoint).items()
-            if key not in _ARRAYS and key != "entries"
+            "format": FORMAT,
+            **{
+                key: value
+                for key, value in asdict(checkpoint).items()
+                if key not in (*_ARRAYS, "entries", "leftover")
+            },
         }
         (staging / "entries.txt").write_text(
             "".join(f"{e}\n" for e in checkpoint.entries), encoding="utf-8"
@@ -95,34 +141,67 @@ def load_checkpoint(folder: Path) -> Checkpoint:
     if not target.is_dir():
         previous = sorted(folder.glob(f"{CHECKPOINT_DIR}.old.*/{CHECKPOINT_DIR}"))
         if not previous:
-            raise ConfigError(f"{folder}: no checkpoint to resume from")
+            finished = (folder / META_FILE).is_file()
+            raise ConfigError(
+                f"{folder}: the run finished (its vectors are there); nothing to resume"
+                if finished
+                else f"{folder}: no checkpoint to resume from"
+            )
         target = previous[-1]
     try:
         state = json.loads((target / "state.json").read_text(encoding="utf-8"))
+        if state.pop("format", 1) != FORMAT:
+            raise ConfigError(
+                f"{target}: written by an older roberta-static, which this one cannot resume; "
+                "start again with --overwrite"
+            )
         entries = (target / "entries.txt").read_text(encoding="utf-8").split("\n")[:-1]
         arrays = {name: np.load(target / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
+        with np.load(target / "leftover.npz", allow_pickle=False) as leftover:
+            batches = _batches(leftover)
     except (OSError, ValueError, KeyError) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
     state["position"] = Position(**state["position"])
-    return Checkpoint(entries=entries, **state, **arrays)
+    return Checkpoint(entries=entries, **state, **arrays, leftover=batches)
+
+
+def _batch_arrays(batches: list[Batch]) -> dict[str, np.ndarray]:
+    return {
+        f"{number}.{item.name}": getattr(batch, item.name)
+        for number, batch in enumerate(batches)
+        for item in fields(Batch)
+    }
+
+
+def _batches(arrays: Any) -> list[Batch]:
+    names = [item.name for item in fields(Batch)]
+    return [
+        Batch(**{name: arrays[f"{number}.{name}"] for name in names})
+        for number in range(len(arrays.files) // len(names))
+    ]
 
 
 def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]) -> list[str]:
-    """What differs between a checkpoint and a new run's config and corpus, one phrase each."""
+    """Why ``config`` over ``files`` cannot continue ``checkpoint``, one phrase each.
+
+    Only options that change the vectors count (runtime options may change), and only the part of
+    the corpus read so far: a file may move, and a file may change after the checkpoint's position.
+    """
     found = []
     saved = checkpoint.config
-    for key, value in config.to_dict().items():
+    for key, value in config.result_options().items():
         if saved.get(key) != value:
             found.append(f"{key} was {saved.get(key)!r}, now {value!r}")
-    now = corpus_fingerprint(files)
-    if [c["path"] for c in now] != [c["path"] for c in checkpoint.corpus]:
-        found.append("the corpus files differ")
-    else:
-        found += [
-            f"{c['path']} changed since the checkpoint"
-            for c, old in zip(now, checkpoint.corpus, strict=True)
-            if c != old
-        ]
+    if len(files) <= checkpoint.position.file:
+        return [*found, "the corpus files differ"]
+    now = corpus_identity(files, checkpoint.position)
+    for new, old in zip(now, checkpoint.corpus, strict=True):
+        if {**new, "path": ""} == {**old, "path": ""}:
+            continue
+        if new["path"] != old["path"]:
+            found.append(f"the corpus files differ ({new['path']} is not {old['path']})")
+        else:
+            found.append(f"{new['path']} changed since the checkpoint (in the part already read)")
     return found
 
 
@@ -133,11 +212,15 @@ class Checkpointing:
     Args:
         folder: The output folder; checkpoints go to ``folder/.checkpoint``.
         every_seconds: Time between checkpoints (0: only when stopped).
-        stop: Set it (from a signal handler, say) to checkpoint after the chunk in hand and raise
+        stop: Set it (from a signal handler, say) to checkpoint after the batch in hand and raise
             :class:`~roberta_static.errors.Interrupted`.
+
+    Attributes:
+        written: Whether this run has written a checkpoint.
 
     """
 
     folder: Path
     every_seconds: float = 600.0
     stop: Any = None
+    written: bool = False

@@ -41,6 +41,11 @@ MINIMUMS = {
 _LAYER_ITEM = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
 
 
+def _runtime(default: Any) -> Any:
+    """A field that changes how a run goes, never its result: a resumed run may change it."""
+    return dataclasses.field(default=default, metadata={"runtime": True})
+
+
 ALL_LAYERS = "all"
 Layers = tuple[int, ...] | Literal["all"]
 
@@ -93,8 +98,7 @@ class DistillConfig:
         max_contexts: Occurrences used per entry, in corpus order (0 = all).
         batch_tokens: Token budget of one encoder batch, padding included (default: 8,192 on the
             CPU; on CUDA sized from the free device memory).
-        chunk_sentences: Sentences tokenized, length-sorted and batched together (also the
-            granularity of checkpoints).
+        chunk_sentences: Sentences tokenized, length-sorted and batched together.
         max_length: Longest encoder input in tokens (default: the model's limit).
         device: ``auto`` picks CUDA, then MPS, then CPU.
         dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
@@ -123,10 +127,10 @@ class DistillConfig:
     combine: Combine = "mean"
     pool: Pooling = "mean"
     max_contexts: int = 2000
-    batch_tokens: int | None = None
-    chunk_sentences: int = 2048
+    batch_tokens: int | None = _runtime(None)
+    chunk_sentences: int = _runtime(2048)
     max_length: int | None = None
-    device: Device = "auto"
+    device: Device = _runtime("auto")
     dtype: DType = "auto"
     case: Case = "lower"
     lang: str = "en"
@@ -135,8 +139,8 @@ class DistillConfig:
     min_count: int = 5
     max_vocab: int | None = 100_000
     fill_unseen: FillUnseen = "none"
-    trust_remote_code: bool = False
-    allow_pickle: bool = False
+    trust_remote_code: bool = _runtime(False)
+    allow_pickle: bool = _runtime(False)
     center: bool = False
     remove_top_pcs: int = 0
     pca: int | None = None
@@ -171,6 +175,15 @@ class DistillConfig:
         data = dataclasses.asdict(self)
         data["layers"] = self.layers if self.layers == ALL_LAYERS else list(self.layers)
         return data
+
+    def result_options(self) -> dict[str, Any]:
+        """The options that change the vectors, as in :meth:`to_dict`; the rest are runtime options.
+
+        Batch size, chunk size, device and the loading permissions change how a run goes, so a
+        resumed run may change them; anything else would mix two different results.
+        """
+        runtime = {f.name for f in dataclasses.fields(self) if f.metadata.get("runtime")}
+        return {key: value for key, value in self.to_dict().items() if key not in runtime}
 
     def replace(self, **changes: Any) -> DistillConfig:
         """Copy with some options changed (validated again)."""

@@ -88,6 +88,11 @@ def normalize_text(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def is_compressed(path: Path) -> bool:
+    """Whether a corpus file is read through a decompressor (``.gz``, ``.bz2``, ``.xz``)."""
+    return path.suffix in _DECOMPRESSORS
+
+
 def is_jsonl(path: Path) -> bool:
     """Whether a file holds JSON lines (``.jsonl`` or ``.ndjson``, optionally compressed)."""
     suffixes = path.suffixes
@@ -266,6 +271,7 @@ class TextCorpus:
             for number, piece in enumerate(split_long(normalize_text(text)), start=1):
                 if piece.strip():
                     yield piece, Position(0, index, index + 1, number)
+
 
 @contextmanager
 def _read_errors(path: Path) -> Iterator[None]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .batching import Batch, SubwordEncoder
+from .batching import Batch, EncoderInput, SubwordEncoder, make_batches
 from .config import ALL_LAYERS, DistillConfig, Layers
 from .errors import ConfigError, ModelLoadError
 from .model_source import SPACY_PREFIX, cached_revision, hub_cache_only, resolve_model_name
@@ -55,6 +56,10 @@ class Encoder:
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
         self.float32_recomputes = 0
+
+    def batches(self, inputs: Sequence[EncoderInput]) -> list[Batch]:
+        """The inputs as padded batches within this encoder's token budget."""
+        return list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
 
     @torch.inference_mode()
     def hidden_states(self, batch: Batch) -> torch.Tensor:

@@ -6,9 +6,10 @@ objects, so tests and notebooks can pass a model they built.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -16,12 +17,12 @@ import numpy as np
 
 from . import __version__
 from .accumulate import Accumulator, output_dim
-from .batching import EncoderInput, EncodeStats, make_batches
+from .batching import Batch, EncodeStats
 from .checkpoint import (
     CHECKPOINT_DIR,
     Checkpoint,
     Checkpointing,
-    corpus_fingerprint,
+    corpus_identity,
     save_checkpoint,
 )
 from .config import DistillConfig
@@ -203,7 +204,7 @@ def distill_from_model(
     elif vocab is None:
         vocab = Vocabulary.from_corpus(
             nlp,
-            _reporting(corpus, "count", report),
+            _reporting(corpus, "count", report, checkpointing),
             config.case,
             config.min_count,
             config.max_vocab,
@@ -257,6 +258,7 @@ class _PassState:
     remaining: np.ndarray
     stats: RunStats
     seconds_before: float = 0.0
+    leftover: list[Batch] = field(default_factory=list)
 
     @classmethod
     def fresh(cls, n_entries: int, config: DistillConfig) -> _PassState:
@@ -270,14 +272,14 @@ class _PassState:
         encoder.subwords.stats = EncodeStats(**saved.encode_stats)
         stats = RunStats(**saved.stats)
         encoder.float32_recomputes = stats.batches_recomputed_float32
-        return cls(saved.position, saved.remaining.copy(), stats, stats.seconds)
+        return cls(saved.position, saved.remaining.copy(), stats, stats.seconds, saved.leftover)
 
 
 @dataclass
 class _Chunk:
-    """Encoder inputs of a chunk of sentences, and the state right after that chunk."""
+    """Encoder batches of a chunk of sentences, and the state right after that chunk."""
 
-    inputs: list[EncoderInput]
+    batches: list[Batch]
     state: _PassState
     encode_stats: EncodeStats
 
@@ -305,39 +307,28 @@ class _Pass:
         vocab: Vocabulary,
         started: float,
     ) -> None:
+        """Encode and accumulate every chunk; with ``checkpointing``, save between batches."""
         stats = state.stats
-        last_saved = time.monotonic()
-        for chunk in prefetch(self._chunks(state)):
-            _add_inputs(
-                self.encoder,
-                chunk.inputs,
-                self.accumulator,
-                self.config,
-                stats,
-                self.report,
-                self.corpus,
+        saver = _Saver(self, checkpointing, vocab, state.seconds_before, started)
+        chunks: Iterable[_Chunk] = prefetch(self._chunks(state))
+        if state.leftover:
+            resumed = _Chunk(
+                state.leftover, replace(state, stats=replace(stats)), self.encoder.subwords.stats
             )
-            if checkpointing is None:
-                continue
-            stop = checkpointing.stop is not None and checkpointing.stop.is_set()
-            due = (
-                checkpointing.every_seconds
-                and time.monotonic() - last_saved >= checkpointing.every_seconds
-            )
-            if stop or due:
-                self._save(
-                    checkpointing,
-                    chunk,
-                    stats,
-                    vocab,
-                    state.seconds_before + time.perf_counter() - started,
+            chunks = itertools.chain([resumed], chunks)
+        for chunk in chunks:
+            for done, batch in enumerate(chunk.batches, start=1):
+                _add_batch(self.encoder, batch, self.accumulator, self.config, stats)
+                self.report(
+                    Progress(
+                        "distill",
+                        self.corpus.bytes_read,
+                        self.corpus.total_bytes,
+                        stats.sentences,
+                        stats.tokens,
+                    )
                 )
-                last_saved = time.monotonic()
-            if stop:
-                raise Interrupted(
-                    f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
-                    f"resume with: roberta-static distill --resume {checkpointing.folder}"
-                )
+                saver.after_batch(chunk, chunk.batches[done:], stats)
         self.report(
             Progress(
                 "distill",
@@ -389,40 +380,73 @@ class _Pass:
         remaining: np.ndarray,
         stats: RunStats,
     ) -> _Chunk:
-        inputs = self.encoder.subwords.encode(pending)
+        batches = self.encoder.batches(self.encoder.subwords.encode(pending))
         snapshot = _PassState(position, remaining.copy(), replace(stats))
-        return _Chunk(inputs, snapshot, replace(self.encoder.subwords.stats))
+        return _Chunk(batches, snapshot, replace(self.encoder.subwords.stats))
+
+
+class _Saver:
+    """Checkpoints between batches: every ``every_seconds``, and when asked to stop."""
+
+    def __init__(
+        self,
+        pass_: _Pass,
+        checkpointing: Checkpointing | None,
+        vocab: Vocabulary,
+        seconds_before: float,
+        started: float,
+    ) -> None:
+        self.pass_, self.checkpointing, self.vocab = pass_, checkpointing, vocab
+        self.seconds_before, self.started = seconds_before, started
+        self.last_saved = time.monotonic()
+
+    def after_batch(self, chunk: _Chunk, leftover: list[Batch], stats: RunStats) -> None:
+        """Save when due or stopping; on a stop, raise :class:`Interrupted` once saved."""
+        checkpointing = self.checkpointing
+        if checkpointing is None:
+            return
+        stop = checkpointing.stop is not None and checkpointing.stop.is_set()
+        every = checkpointing.every_seconds
+        if not stop and not (every and time.monotonic() - self.last_saved >= every):
+            return
+        self._save(checkpointing, chunk, leftover, stats)
+        self.last_saved = time.monotonic()
+        if stop:
+            raise Interrupted(
+                f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
+                f"resume with: roberta-static distill --resume {checkpointing.folder}"
+            )
 
     def _save(
-        self,
-        checkpointing: Checkpointing,
-        chunk: _Chunk,
-        stats: RunStats,
-        vocab: Vocabulary,
-        seconds: float,
+        self, checkpointing: Checkpointing, chunk: _Chunk, leftover: list[Batch], stats: RunStats
     ) -> None:
+        pass_ = self.pass_
         # Producer-side counters come from the chunk's snapshot; the encoder's from the live stats.
         saved_stats = replace(
             chunk.state.stats,
             tokens=stats.tokens,
             padded_tokens=stats.padded_tokens,
-            batches_recomputed_float32=self.encoder.float32_recomputes,
-            seconds=seconds,
+            batches_recomputed_float32=pass_.encoder.float32_recomputes,
+            seconds=self.seconds_before + time.perf_counter() - self.started,
         )
+        position = chunk.state.position
         save_checkpoint(
             checkpointing.folder,
             Checkpoint(
-                config=self.config.to_dict(),
-                corpus=corpus_fingerprint(self.corpus.files),
-                entries=list(vocab.entries),
-                position=chunk.state.position,
+                config=pass_.config.to_dict(),
+                files=[str(path.resolve()) for path in pass_.corpus.files],
+                corpus=corpus_identity(pass_.corpus.files, position),
+                entries=list(self.vocab.entries),
+                position=position,
                 stats=asdict(saved_stats),
                 encode_stats=asdict(chunk.encode_stats),
-                sums=self.accumulator.sums.cpu().numpy(),
-                counts=self.accumulator.counts.cpu().numpy(),
+                sums=pass_.accumulator.sums.cpu().numpy(),
+                counts=pass_.accumulator.counts.cpu().numpy(),
                 remaining=chunk.state.remaining,
+                leftover=leftover,
             ),
         )
+        checkpointing.written = True
 
 
 def torch_from(array: np.ndarray, like: Any) -> Any:
@@ -449,25 +473,13 @@ def _take_contexts(
     return kept
 
 
-def _add_inputs(
-    encoder: Encoder,
-    inputs: Sequence[EncoderInput],
-    accumulator: Accumulator,
-    config: DistillConfig,
-    stats: RunStats,
-    report: ProgressCallback | None = None,
-    corpus: Corpus | TextCorpus | None = None,
+def _add_batch(
+    encoder: Encoder, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
 ) -> None:
-    """Batch the inputs by the token budget, run the encoder, and accumulate."""
-    for batch in make_batches(inputs, encoder.batch_tokens, encoder.subwords.pad_id):
-        accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
-        stats.tokens += batch.real_tokens
-        stats.padded_tokens += int(batch.input_ids.size)
-        if report is not None and corpus is not None:
-            progress = Progress(
-                "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
-            )
-            report(progress)
+    """Run the encoder on one batch and accumulate its occurrences."""
+    accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
+    stats.tokens += batch.real_tokens
+    stats.padded_tokens += int(batch.input_ids.size)
 
 
 def _plan(n_entries: int, dim: int, encoder: Encoder) -> Plan:
@@ -505,7 +517,8 @@ def _decontextualized(
         MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), row)])
         for row, i in enumerate(entry_ids)
     ]
-    _add_inputs(encoder, encoder.subwords.encode(sentences), accumulator, config, RunStats())
+    for batch in encoder.batches(encoder.subwords.encode(sentences)):
+        _add_batch(encoder, batch, accumulator, config, RunStats())
     vectors, counts = accumulator.means()
     return vectors, counts > 0
 
@@ -575,10 +588,22 @@ class _Marks:
             self.stats.binary_files_skipped = binary_before + [str(path) for path in skipped]
 
 
-def _reporting(corpus: Corpus | TextCorpus, stage: str, report: ProgressCallback) -> Iterable[str]:
+def _reporting(
+    corpus: Corpus | TextCorpus,
+    stage: str,
+    report: ProgressCallback,
+    checkpointing: Checkpointing | None = None,
+) -> Iterable[str]:
+    """The corpus's texts, reporting progress; a stop ends it (there is no state worth saving)."""
+    stop = checkpointing.stop if checkpointing is not None else None
     for number, text in enumerate(corpus, start=1):
         if number % 1000 == 0:
             report(Progress(stage, corpus.bytes_read, corpus.total_bytes))
+        if stop is not None and stop.is_set():
+            raise Interrupted(
+                "stopped while counting the vocabulary, before any vector was computed; "
+                "nothing was saved"
+            )
         yield text
     report(Progress(stage, corpus.bytes_read, corpus.total_bytes))
 

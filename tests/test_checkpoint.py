@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from conftest import CORPUS_LINES
 
 from roberta_static import DistillConfig, distill
 from roberta_static.checkpoint import Checkpointing, load_checkpoint
-from roberta_static.errors import Interrupted, OutputError
+from roberta_static.errors import ConfigError, Interrupted, OutputError
 
 
 @pytest.fixture()
@@ -27,7 +28,7 @@ def long_corpus(tmp_path) -> Path:
 
 
 def checkpoint_first_chunk(corpus, vocab, config, out: Path) -> None:
-    """Run until the first chunk is done, then stop with a checkpoint in ``out``."""
+    """Run until the first batch is done, then stop with a checkpoint in ``out``."""
     stop = threading.Event()
     stop.set()
     with pytest.raises(Interrupted, match="resume with: roberta-static distill --resume"):
@@ -110,6 +111,7 @@ def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, voc
     _, stderr = process.communicate(timeout=120)
     if how in ("SIGINT", "SIGTERM"):
         assert process.returncode == 130
+        assert stderr.startswith("stopping after the current batch... (Ctrl-C again to quit now)")
         assert f"resume with: roberta-static distill --resume {out}" in stderr
     else:
         assert process.returncode == -signal.SIGKILL
@@ -143,16 +145,17 @@ def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, voc
         check=False,
     )
     assert changed.returncode == 1
-    assert "cannot resume: layers was [1, 2], now [1]" in changed.stderr
-    with open(long_corpus, "a") as handle:
-        handle.write("one more line\n")
+    # Only what the user typed and what changes the result is compared: not --chunk-sentences.
+    assert changed.stderr.strip().endswith("cannot resume: layers was [1, 2], now [1]")
+    long_corpus.write_text("An edited first line.\n" + long_corpus.read_text())
     edited = subprocess.run(
         ["roberta-static", "distill", "--resume", str(out)],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert edited.returncode == 1 and "long.txt changed since the checkpoint" in edited.stderr
+    assert edited.returncode == 1
+    assert "long.txt changed since the checkpoint (in the part already read)" in edited.stderr
     fresh = subprocess.run(
         cli(long_corpus, "--vocab", vocab_file, "--model", roberta_dir, "--out", out),
         capture_output=True,
@@ -187,3 +190,135 @@ def test_failed_checkpoint_write_keeps_the_previous_one(
     monkeypatch.undo()
     assert load_checkpoint(out).position == first.position
     assert sorted(p.name for p in out.iterdir()) == [".checkpoint"]
+
+
+def test_a_stop_comes_after_the_batch_in_hand_and_resumes_identical(
+    roberta_dir, long_corpus, vocab_file, tmp_path
+):
+    # One chunk of many small batches: the stop must not wait for the chunk to end.
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1-2", max_contexts=0, batch_tokens=64, max_length=64
+    )
+    whole = distill(long_corpus, vocab_file, config)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
+    saved = load_checkpoint(out)
+    assert saved.leftover and saved.stats["tokens"] <= 64
+    resumed = distill(long_corpus, vocab_file, config, resume_from=saved)
+    np.testing.assert_array_equal(resumed.vectors, whole.vectors)
+    np.testing.assert_array_equal(resumed.counts, whole.counts)
+    for key, value in whole.meta["stats"].items():
+        if key != "seconds":
+            assert resumed.meta["stats"][key] == value, key
+
+
+def test_a_stop_while_counting_the_vocabulary_ends_the_run_and_saves_nothing(
+    roberta_dir, long_corpus, tmp_path
+):
+    out = tmp_path / "out"
+    config = DistillConfig(model=str(roberta_dir), layers="1", min_count=1)
+    stop = threading.Event()
+    stop.set()
+    read = []
+    with pytest.raises(Interrupted, match="stopped while counting the vocabulary"):
+        distill(
+            long_corpus,
+            None,
+            config,
+            progress=lambda report: read.append(getattr(report, "bytes_read", 0)),
+            checkpointing=Checkpointing(out, 0, stop),
+        )
+    assert not out.exists() and max(read, default=0) < long_corpus.stat().st_size
+
+
+def test_resume_from_another_folder_with_the_corpus_given_relatively(
+    roberta_dir, long_corpus, vocab_file, tmp_path, monkeypatch
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8)
+    reference = distill(long_corpus, vocab_file, config)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(long_corpus.parent)
+    # Resume with the saved paths, or with the same file named by its absolute path.
+    for name, corpus_args in (("saved", []), ("absolute", [long_corpus])):
+        out = tmp_path / name
+        checkpoint_first_chunk(Path(long_corpus.name), vocab_file, config, out)
+        done = subprocess.run(
+            ["roberta-static", "distill", *map(str, corpus_args), "--resume", str(out), "-q"],
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        np.testing.assert_array_equal(np.load(out / "vectors.npy"), reference.vectors)
+
+
+def test_runtime_options_may_change_on_resume(roberta_dir, long_corpus, vocab_file, tmp_path):
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8)
+    whole = distill(long_corpus, vocab_file, config)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
+    runtime = ["--batch-tokens", "256", "--chunk-sentences", "3", "--device", "cpu"]
+    done = subprocess.run(
+        ["roberta-static", "distill", "--resume", str(out), *runtime, "-q"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Other batches sum in another order: equal up to float rounding.
+    np.testing.assert_allclose(np.load(out / "vectors.npy"), whole.vectors, rtol=1e-5, atol=1e-6)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["config"]["chunk_sentences"] == 3 and meta["config"]["batch_tokens"] == 256
+
+
+def test_bad_input_mid_run_keeps_the_checkpoint_and_resumes_once_fixed(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "docs.jsonl"
+    records = [json.dumps({"text": line}) for line in CORPUS_LINES * 60]
+    bad = len(records) - 20
+    corpus.write_text("\n".join(records[:bad] + ["{broken"] + records[bad:]) + "\n")
+    options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--max-contexts", "0"]
+    options += ["--chunk-sentences", "8"]
+    out = tmp_path / "out"
+    failed = subprocess.run(
+        cli(corpus, *options, "--out", out, "--checkpoint-every", "0.0001"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert failed.returncode == 1
+    (line,) = failed.stderr.strip().splitlines()
+    assert line.startswith(f"error: {corpus}:{bad + 1}: not valid JSON")
+    assert line.endswith(
+        f"; the work before it is kept in {out / '.checkpoint'}: fix the input, then resume "
+        f"with: roberta-static distill --resume {out}"
+    )
+    assert sorted(p.name for p in out.iterdir()) == [".checkpoint"]
+    corpus.write_text("\n".join(records) + "\n")  # the bad line removed
+    subprocess.run(["roberta-static", "distill", "--resume", str(out), "-q"], check=True)
+    reference = tmp_path / "reference"
+    subprocess.run(cli(corpus, *options, "--out", reference), check=True)
+    np.testing.assert_allclose(
+        np.load(out / "vectors.npy"), np.load(reference / "vectors.npy"), rtol=1e-5, atol=1e-6
+    )
+    assert (out / "vocab.tsv").read_text() == (reference / "vocab.tsv").read_text()
+
+
+def test_resume_names_a_finished_run_and_an_old_checkpoint(
+    roberta_dir, long_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
+    state = out / ".checkpoint" / "state.json"
+    old = json.loads(state.read_text())
+    del old["format"]
+    state.write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match="written by an older roberta-static"):
+        load_checkpoint(out)
+    distill(long_corpus, vocab_file, config).save(finished := tmp_path / "finished")
+    with pytest.raises(ConfigError, match="the run finished .*; nothing to resume"):
+        load_checkpoint(finished)

@@ -200,6 +200,18 @@ def test_a_value_after_a_flag_is_a_one_line_error():
     assert "unexpected extra argument" in line and line.endswith("(true)")
 
 
+@pytest.mark.parametrize("value", ["true", "False", "yes"])
+def test_a_value_after_an_on_off_option_is_named_as_such(value, tmp_path):
+    # distill takes several corpus paths, so Typer reads the value as one: the error says why.
+    result = run(
+        "distill", "examples/wiki.txt", "--center", value, "--model", "m", "--out", tmp_path / "o"
+    )
+    assert (
+        one_error_line(result)
+        == f"error: --center takes no value: write --center, not --center {value}"
+    )
+
+
 @pytest.fixture()
 def exported(tmp_path) -> Path:
     folder = tmp_path / "vectors"

@@ -204,7 +204,11 @@ def test_any_bytes_read_as_their_lines_and_resume_from_every_unit(data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\0"), min_size=1, max_size=300))
+@given(
+    st.text(
+        alphabet=st.characters(codec="utf-8", exclude_characters="\0"), min_size=1, max_size=300
+    )
+)
 def test_long_lines_come_in_bounded_pieces_that_keep_every_character(text):
     with tempfile.TemporaryDirectory() as folder, mock.patch(f"{corpus_module}.MAX_UNIT_BYTES", 16):
         path = Path(folder) / "long.txt"
