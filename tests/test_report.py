@@ -163,3 +163,69 @@ def test_report_opens_in_a_browser_without_errors_and_draws_the_map(vectors_dir,
     assert points == len(StaticVectors.load(vectors_dir))
     assert hidden > 0  # the histogram drew its bars
     assert [url for url in requests if not url.startswith("file:")] == []
+
+
+def test_layer_view_against_eager_attention_and_a_one_occurrence_distillation(
+    roberta_dir, tmp_path
+):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    sentence = "The dog chased the cat across the garden."
+    corpus = tmp_path / "one.txt"
+    corpus.write_text(sentence + "\n")
+    # Distilled from layer 2 over this one sentence, the static vector of "cat" is its layer-2
+    # contextual vector there: the view's cosine at layer 2 is 1.
+    vectors = distill(corpus, ["cat", "dog"], DistillConfig(model=str(roberta_dir), layers="2"))
+    vectors.save(tmp_path / "vectors")
+    out = tmp_path / "report.html"
+    args = ("--sentence", sentence, "--word", "Cat", "--model", roberta_dir)
+    result = run("report", tmp_path / "vectors", "--out", out, *args)
+    assert result.exit_code == 0, result.output
+    assert '<section id="layers">' in out.read_text()
+
+    from roberta_static.layer_view import layer_view
+
+    model = AutoModel.from_pretrained(roberta_dir, attn_implementation="eager")
+    tokenizer = AutoTokenizer.from_pretrained(roberta_dir)
+    view = layer_view(model, tokenizer, vectors, sentence, "cat")
+    assert len(view.cosines) == 3 and view.cosines[2] == pytest.approx(1.0, abs=1e-4)
+    encoded = tokenizer(sentence, return_tensors="pt", return_offsets_mapping=True)
+    spans = encoded.pop("offset_mapping")[0].tolist()
+    start = sentence.index("cat")
+    rows = [i for i, (a, b) in enumerate(spans) if a < start + 3 and b > start and b > a]
+    with torch.no_grad():
+        attentions = model(**encoded, output_attentions=True).attentions
+    tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
+    for layer, weights in enumerate(attentions):
+        mean = weights[0].mean(0)[rows].mean(0)
+        top = torch.topk(mean, 5)
+        expected = [
+            (tokens[i], round(float(w), 3)) for w, i in zip(top.values, top.indices, strict=True)
+        ]
+        assert [w for _, w in view.attention[layer]] == [w for _, w in expected]
+
+
+def test_layer_view_needs_its_three_options_and_the_word_in_the_sentence(
+    vectors_dir, roberta_dir, tmp_path
+):
+    out = tmp_path / "report.html"
+    partial = run("report", vectors_dir, "--out", out, "--word", "cat")
+    assert (
+        partial.exit_code == 1
+        and "needs --sentence, --word and --model; got only --word" in partial.output
+    )
+    absent = run(
+        "report",
+        vectors_dir,
+        "--out",
+        out,
+        "--sentence",
+        "A dog.",
+        "--word",
+        "cat",
+        "--model",
+        roberta_dir,
+    )
+    assert absent.exit_code == 1 and "--word: 'cat' does not occur in the sentence" in absent.output
+    assert not out.exists()
