@@ -49,9 +49,13 @@ def fit_ridge(x: np.ndarray, y: np.ndarray, alpha: float) -> LinearMap:
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
     xc, yc = x - x_mean, y - y_mean
-    gram = xc.T @ xc + alpha * np.eye(x.shape[1])
-    # lstsq rather than solve: with alpha 0 and fewer rows than columns the system is singular.
-    weights = np.linalg.lstsq(gram, xc.T @ yc, rcond=None)[0]
+    # lstsq rather than solve: with alpha 0 the system may be singular (min-norm solution then).
+    if x.shape[1] > len(x):  # wider than tall (every layer concatenated): the n x n dual form
+        dual = xc @ xc.T + alpha * np.eye(len(x))
+        weights = xc.T @ np.linalg.lstsq(dual, yc, rcond=None)[0]
+    else:
+        gram = xc.T @ xc + alpha * np.eye(x.shape[1])
+        weights = np.linalg.lstsq(gram, xc.T @ yc, rcond=None)[0]
     return LinearMap(weights, y_mean - x_mean @ weights, float(alpha))
 
 
