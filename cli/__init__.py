@@ -9,6 +9,7 @@ from roberta_static import __version__
 from ._util import Command, CommandGroup, Flag
 from .distill import distill_command
 from .quality import evaluate_command, postprocess_command, sweep_command
+from .report import report_command
 from .spacy_init import spacy_init_command
 from .vectors import export_command, info_command, similar_command
 
@@ -29,6 +30,7 @@ COMMANDS = {
     "evaluate": evaluate_command,
     "sweep": sweep_command,
     "postprocess": postprocess_command,
+    "report": report_command,
 }
 for _name, _function in COMMANDS.items():
     app.command(_name, cls=Command)(_function)

@@ -16,7 +16,7 @@ Combine = Literal["mean", "sum", "concat"]
 Case = Literal["lower", "keep"]
 Device = Literal["auto", "cpu", "cuda", "mps"]
 DType = Literal["auto", "float32", "bfloat16", "float16"]
-FillUnseen = Literal["none", "decontextualized"]
+FillUnseen = Literal["none", "decontextualized", "mapped"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "pool": ("mean", "first", "last", "max"),
@@ -24,7 +24,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "case": ("lower", "keep"),
     "device": ("auto", "cpu", "cuda", "mps"),
     "dtype": ("auto", "float32", "bfloat16", "float16"),
-    "fill_unseen": ("none", "decontextualized"),
+    "fill_unseen": ("none", "decontextualized", "mapped"),
 }
 
 # The least value of each count option (``None``, where allowed, means unset or automatic); the
@@ -108,7 +108,9 @@ class DistillConfig:
         text_field: Field holding the text in JSONL corpus files.
         min_count: Without a vocabulary file, keep corpus words seen at least this often.
         max_vocab: Without a vocabulary file, keep at most this many of the most frequent words.
-        fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own.
+        fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own;
+            ``mapped`` maps those vectors into the contextual space with a ridge map fitted on
+            the seen entries (see :mod:`roberta_static.fill`).
         trust_remote_code: Allow model code from the hub (runs foreign code: off by default).
         allow_pickle: Allow pickled ``.bin`` weights when no safetensors file exists.
         center: Subtract the mean vector from the result.
