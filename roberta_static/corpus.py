@@ -267,6 +267,7 @@ class TextCorpus:
                 if piece.strip():
                     yield piece, Position(0, index, index + 1, number)
 
+
 @contextmanager
 def _read_errors(path: Path) -> Iterator[None]:
     """Turn a damaged, truncated or unreadable file into one :class:`CorpusError` naming it.

@@ -79,6 +79,7 @@ class KeyNotFoundError(RobertaStaticError, KeyError):
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
+
 def short_list(items: Sequence[object], shown: int = 10) -> str:
     """The first ``shown`` items and how many more, for a one-line message.
 

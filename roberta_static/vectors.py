@@ -43,7 +43,12 @@ EXPORT_FILES: dict[str, str] = {
 }
 # word2vec counts go to vectors.vocab; gensim stores a large .kv's arrays beside it.
 _FOLDER_ENTRIES = (
-    VECTORS_FILE, VOCAB_FILE, META_FILE, *EXPORT_FILES.values(), "vectors.vocab", "vectors.kv.*"
+    VECTORS_FILE,
+    VOCAB_FILE,
+    META_FILE,
+    *EXPORT_FILES.values(),
+    "vectors.vocab",
+    "vectors.kv.*",
 )
 
 Key = str | np.ndarray
@@ -276,6 +281,7 @@ def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:
     if isinstance(keys, str) or (isinstance(keys, np.ndarray) and keys.ndim == 1):
         return [(keys, weight)]
     return [key if isinstance(key, tuple) else (key, weight) for key in keys]
+
 
 def vectors_folder_entries(folder: Path) -> tuple[str, ...] | None:
     """What a vectors folder holds, when ``folder`` is one this package wrote (see ``OwnEntries``).
