@@ -100,3 +100,28 @@ def special_tokens(tokenizer: Any) -> tuple[list[int], list[int]]:
         if full[start : start + len(bare)] == bare:
             return full[:start], full[start + len(bare) :]
     return [], []
+
+
+class SeededMasking:
+    """A collator whose masks depend only on the seed and the batch's number, not on torch's RNG.
+
+    A resumed run replays the batches it skips through the collator, after the Trainer restored
+    torch's RNG state; numbering the batches keeps its masks those of an uninterrupted run.
+
+    Args:
+        collator: The masking collator (``DataCollatorForLanguageModeling``).
+        seed: The run's seed.
+
+    """
+
+    def __init__(self, collator: Any, seed: int) -> None:
+        self.collator, self.seed, self.calls = collator, seed, 0
+
+    def __call__(self, features: list[dict[str, Any]]) -> Any:
+        """Mask one batch with the generator of its number."""
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed * 1_000_003 + self.calls)
+            self.calls += 1
+            return self.collator(features)

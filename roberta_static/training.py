@@ -31,7 +31,7 @@ from .finetune import (
     perplexity,
     refuse_headless,
 )
-from .mlm_data import SentenceBlocks
+from .mlm_data import SeededMasking, SentenceBlocks
 from .segment import load_segmenter
 
 
@@ -46,15 +46,16 @@ class _Report(TrainerCallback):
         self.stopped = False
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        """Keep the latest training loss."""
-        if logs and "loss" in logs:
-            self.loss = float(logs["loss"])
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        """Report the step; on ``stop``, save a checkpoint and end training."""
+        """Report the step just logged (every step) with its training loss."""
+        if not logs or "loss" not in logs:
+            return
+        self.loss = float(logs["loss"])
         if self.progress is not None:
             tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
             self.progress(FinetuneProgress(state.global_step, state.max_steps, self.loss, tokens))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """On ``stop``, save a checkpoint and end training."""
         if self.stop.is_set():
             self.stopped = True
             control.should_save = True
@@ -176,14 +177,17 @@ class Training:
             include_num_input_tokens_seen=True,
             dataloader_num_workers=0,
         )
-        collator = DataCollatorForLanguageModeling(
-            self.tokenizer, mlm=True, mlm_probability=config.mlm_probability
+        self.collator = SeededMasking(
+            DataCollatorForLanguageModeling(
+                self.tokenizer, mlm=True, mlm_probability=config.mlm_probability
+            ),
+            config.seed,
         )
         trainer = Trainer(
             model=self.model,
             args=args,
             train_dataset=self.train_blocks,
-            data_collator=collator,
+            data_collator=self.collator,
             callbacks=[self.report],
         )
         trainer.remove_callback(PrinterCallback)  # the library never prints; progress reports
@@ -193,9 +197,9 @@ class Training:
         """Mean masked-LM loss on the held-out blocks, with the same masks every time."""
         if self.config.eval_fraction == 0 or next(iter(self.eval_blocks), None) is None:
             return None
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.config.seed)
-            metrics = trainer.evaluate(self.eval_blocks)
+        calls, self.collator.calls = self.collator.calls, 0  # the same masks every time
+        metrics = trainer.evaluate(self.eval_blocks)
+        self.collator.calls = calls
         return float(metrics["eval_loss"])
 
     def _steps_for_epochs(self) -> int:
