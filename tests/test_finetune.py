@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS_LINES
+from typer.testing import CliRunner, Result
 
+from roberta_static.cli import app
 from roberta_static.errors import ConfigError, CorpusError, Interrupted, ModelLoadError
 from roberta_static.finetune import FINETUNE_FILE, FinetuneConfig, FinetuneProgress, finetune
 
@@ -44,17 +46,26 @@ def _weights(folder: Path) -> dict:
     return load_file(folder / "model.safetensors")
 
 
-def test_loss_falls_and_perplexity_is_recorded(mlm_dir: Path, corpus: Path, tmp_path: Path):
-    losses: list[float] = []  # one per step
-
-    def keep(report: FinetuneProgress) -> None:
-        losses.append(report.loss)
-
-    out = finetune(
-        corpus, tmp_path / "out", FinetuneConfig(str(mlm_dir), max_steps=30, **FAST), progress=keep
+@pytest.fixture(scope="module")
+def trained(mlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[float]]:
+    """A 24-step run on the test corpus, and its loss at every step."""
+    corpus = tmp_path_factory.mktemp("corpus") / "domain.txt"
+    corpus.write_text("\n".join(CORPUS_LINES * 4) + "\n", encoding="utf-8")
+    losses: list[float] = []
+    out = tmp_path_factory.mktemp("trained") / "out"
+    finetune(
+        corpus,
+        out,
+        FinetuneConfig(str(mlm_dir), max_steps=24, **FAST),
+        progress=lambda report: losses.append(report.loss),
     )
+    return out, losses
+
+
+def test_loss_falls_and_perplexity_is_recorded(trained: tuple[Path, list[float]]):
+    out, losses = trained
     record = json.loads((out / FINETUNE_FILE).read_text())
-    assert record["steps"] == 30 and record["tokens_seen"] > 0
+    assert record["steps"] == len(losses) == 24 and record["tokens_seen"] > 0
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.3
     held_out = record["held_out"]
     assert held_out["perplexity_after"] < held_out["perplexity_before"]
@@ -65,6 +76,7 @@ def test_loss_falls_and_perplexity_is_recorded(mlm_dir: Path, corpus: Path, tmp_
 _LOAD_BOTH = """
 import sys
 from roberta_static import DistillConfig
+from roberta_static.cli import app
 from roberta_static.encoder import load_pretrained
 for folder in sys.argv[1:]:
     load_pretrained(DistillConfig(model=folder))
@@ -72,8 +84,10 @@ for folder in sys.argv[1:]:
 """
 
 
-def test_output_loads_in_distill_without_head_warnings(mlm_dir: Path, corpus: Path, tmp_path: Path):
-    out = finetune(corpus, tmp_path / "out", FinetuneConfig(str(mlm_dir), max_steps=2, **FAST))
+def test_output_loads_in_distill_without_head_warnings(
+    trained: tuple[Path, list[float]], tmp_path: Path
+):
+    out = trained[0]
     # The same weights without the finetune record: transformers reports the unused head.
     bare = tmp_path / "bare"
     shutil.copytree(out, bare)
@@ -92,7 +106,7 @@ def test_output_loads_in_distill_without_head_warnings(mlm_dir: Path, corpus: Pa
 def test_resume_after_interrupt_matches_uninterrupted(mlm_dir: Path, corpus: Path, tmp_path: Path):
     import torch
 
-    config = FinetuneConfig(str(mlm_dir), max_steps=8, save_every=100, **FAST)
+    config = FinetuneConfig(str(mlm_dir), max_steps=5, save_every=100, **FAST)
     whole = finetune(corpus, tmp_path / "whole", config)
     stop = threading.Event()
 
@@ -104,7 +118,7 @@ def test_resume_after_interrupt_matches_uninterrupted(mlm_dir: Path, corpus: Pat
         finetune(corpus, tmp_path / "cut", config, progress=stop_at_2, stop=stop)
     assert (tmp_path / "cut" / ".finetune").is_dir()
     resumed = finetune(corpus, tmp_path / "cut", config, resume=True)
-    assert json.loads((resumed / FINETUNE_FILE).read_text())["steps"] == 8
+    assert json.loads((resumed / FINETUNE_FILE).read_text())["steps"] == 5
     expected, found = _weights(whole), _weights(resumed)
     assert expected.keys() == found.keys()
     for name, tensor in expected.items():
@@ -138,12 +152,8 @@ def test_empty_corpus_refused(roberta_dir: Path, tmp_path: Path):
     assert not (tmp_path / "out").exists()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "roberta_static", "finetune", *args],
-        capture_output=True,
-        text=True,
-    )
+def _cli(*args: str) -> Result:
+    return CliRunner().invoke(app, ["finetune", *args])
 
 
 @pytest.mark.parametrize(
@@ -164,7 +174,7 @@ def test_cli_bad_inputs_one_line_nothing_left(
         corpus.write_text("")
     out = tmp_path / "out"
     result = _cli(str(corpus), "--model", model, "--out", str(out), "--max-steps", "1", *extra)
-    assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert not out.exists()
