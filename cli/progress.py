@@ -103,8 +103,7 @@ class FinetuneProgressBar:
         self._task: int | None = None
 
     def __enter__(self) -> FinetuneProgressBar:
-        self._progress.__enter__()
-        return self
+        return self  # the bar starts with the first step, after the model has loaded
 
     def __exit__(
         self,
@@ -112,11 +111,13 @@ class FinetuneProgressBar:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._progress.__exit__(kind, error, tb)
+        if self._task is not None:
+            self._progress.__exit__(kind, error, tb)
 
     def update(self, report: FinetuneProgress) -> None:
         """Move the bar to the reported step."""
         if self._task is None:
+            self._progress.__enter__()
             self._task = self._progress.add_task("", total=report.total_steps, loss="-", tokens=0)
         loss = "-" if report.loss is None else f"{report.loss:.3f}"
         self._progress.update(self._task, completed=report.step, loss=loss, tokens=report.tokens)
