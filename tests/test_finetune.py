@@ -175,7 +175,7 @@ def test_cli_bad_inputs_one_line_nothing_left(
         corpus.write_text("")
     out = tmp_path / "out"
     result = _cli(str(corpus), "--model", model, "--out", str(out), "--max-steps", "1", *extra)
-    assert result.exit_code == 1
+    assert result.exit_code in (1, 2)  # 2: Typer's own range check (--eval-fraction)
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert not out.exists()
