@@ -8,6 +8,7 @@ from roberta_static import __version__
 
 from ._util import Command, CommandGroup, Flag
 from .distill import distill_command
+from .finetune import finetune_command
 from .quality import evaluate_command, postprocess_command, sweep_command
 from .report import report_command
 from .spacy_init import spacy_init_command
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 COMMANDS = {
     "distill": distill_command,
+    "finetune": finetune_command,
     "export": export_command,
     "info": info_command,
     "similar": similar_command,
