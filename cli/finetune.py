@@ -36,7 +36,8 @@ def finetune_command(
     model: str | None = Opt(None, "--model", "-m", help="Masked-LM model: hub id, local folder, or minilm (with --init-mlm-head)"),
     out: Path | None = Opt(None, "--out", "-o", help="Output model folder (safetensors, tokenizer, finetune.json)"),
     max_length: int | None = MAX_LENGTH,
-    mlm_probability: float = Opt(0.15, "--mlm-probability", min=0, max=1, help="Share of tokens masked"),
+    mlm_probability: float = Opt(0.15, "--mlm-probability", min=0, max=1, help="Share of tokens masked (of words, with --whole-word-mask)"),
+    whole_word_mask: bool = Flag("--whole-word-mask", help="Mask all the subword tokens of a word together"),
     epochs: float = Opt(1.0, "--epochs", min=0, help="Passes over the corpus (unless --max-steps)"),
     max_steps: int | None = Opt(None, "--max-steps", min=1, help="Optimizer steps to take", show_default="from --epochs"),
     learning_rate: float = Opt(5e-5, "--learning-rate", min=0, help="Peak learning rate (AdamW, linear decay)"),
@@ -66,7 +67,8 @@ def finetune_command(
             raise ConfigError("finetune needs CORPUS, --model and --out (or --resume OUT)")
         else:
             config = FinetuneConfig(
-                model=model, max_length=max_length, mlm_probability=mlm_probability, epochs=epochs,
+                model=model, max_length=max_length, mlm_probability=mlm_probability,
+                whole_word_mask=whole_word_mask, epochs=epochs,
                 max_steps=max_steps, learning_rate=learning_rate, batch_size=batch_size,
                 warmup_ratio=warmup_ratio, seed=seed, device=device.value, dtype=dtype.value,
                 eval_fraction=eval_fraction, save_every=save_every, lang=lang,

@@ -32,7 +32,8 @@ class FinetuneConfig:
     Args:
         model: Hub id, local folder or short name (``minilm``) of a masked-LM model.
         max_length: Longest training block in tokens (default: the model's limit).
-        mlm_probability: Share of tokens masked.
+        mlm_probability: Share of tokens (of words, with ``whole_word_mask``) masked.
+        whole_word_mask: Mask all the subword tokens of a word together.
         epochs: Passes over the training sentences (ignored when ``max_steps`` is set).
         max_steps: Optimizer steps to take.
         learning_rate: Peak learning rate (AdamW, linear decay after warm-up).
@@ -59,6 +60,7 @@ class FinetuneConfig:
     model: str
     max_length: int | None = None
     mlm_probability: float = 0.15
+    whole_word_mask: bool = False
     epochs: float = 1.0
     max_steps: int | None = None
     learning_rate: float = 5e-5

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 from transformers import (
-    DataCollatorForLanguageModeling,
     PrinterCallback,
     Trainer,
     TrainerCallback,
@@ -23,7 +22,7 @@ from transformers import (
 
 from .corpus import Corpus
 from .encoder import load_pretrained, model_fingerprint, resolve_device, resolve_max_length
-from .errors import CorpusError, Interrupted
+from .errors import ConfigError, CorpusError, Interrupted
 from .finetune import (
     FinetuneConfig,
     FinetuneProgress,
@@ -31,7 +30,7 @@ from .finetune import (
     perplexity,
     refuse_headless,
 )
-from .mlm_data import SeededMasking, SentenceBlocks
+from .mlm_data import SeededMasking, SentenceBlocks, masking_collator
 from .segment import load_segmenter
 
 
@@ -91,12 +90,19 @@ class Training:
         self.new_head = missing_head(model, list(info["missing_keys"]))
         if self.new_head and not config.init_mlm_head:
             raise refuse_headless(config.model, self.new_head)
+        if config.whole_word_mask and not self.tokenizer.is_fast:
+            raise ConfigError(
+                f"needs a fast tokenizer (its character offsets find the words); {config.model} "
+                "has none",
+                field="whole_word_mask",
+            )
         self.model = model
         self.max_length = resolve_max_length(model.base_model, self.tokenizer, config.max_length)
         nlp = load_segmenter(config.lang, config.spacy_model)
         parts = (corpus, nlp, self.tokenizer, self.max_length, config.eval_fraction)
-        self.train_blocks = SentenceBlocks(*parts)
-        self.eval_blocks = SentenceBlocks(*parts, held_out_part=True)
+        offsets = config.whole_word_mask
+        self.train_blocks = SentenceBlocks(*parts, offsets=offsets)
+        self.eval_blocks = SentenceBlocks(*parts, held_out_part=True, offsets=offsets)
         self.steps = config.max_steps or self._steps_for_epochs()
         self.report = _Report(progress, stop)
 
@@ -176,11 +182,10 @@ class Training:
             fp16=cuda and config.dtype == "float16",
             include_num_input_tokens_seen=True,
             dataloader_num_workers=0,
+            remove_unused_columns=False,  # whole-word masking reads the blocks' offset_mapping
         )
         self.collator = SeededMasking(
-            DataCollatorForLanguageModeling(
-                self.tokenizer, mlm=True, mlm_probability=config.mlm_probability
-            ),
+            masking_collator(self.tokenizer, config.mlm_probability, config.whole_word_mask),
             config.seed,
         )
         trainer = Trainer(

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from typer.testing import CliRunner, Result
 from roberta_static.cli import app
 from roberta_static.errors import ConfigError, CorpusError, Interrupted, ModelLoadError
 from roberta_static.finetune import FINETUNE_FILE, FinetuneConfig, FinetuneProgress, finetune
+from roberta_static.mlm_data import SeededMasking, SentenceBlocks, masking_collator, special_tokens
 
 FAST = {"device": "cpu", "batch_size": 4, "learning_rate": 2e-3, "eval_fraction": 0.2}
 
@@ -137,6 +139,79 @@ def test_headless_model_refused_then_given_a_new_tied_head(
     head = json.loads((out / FINETUNE_FILE).read_text())["mlm_head"]
     assert head["new"] is True and head["tied_to_input_embeddings"] is True
     assert head["initialized_weights"]
+
+
+@pytest.mark.parametrize("whole_words", [True, False])
+def test_whole_word_masking_masks_every_subword_of_a_masked_word(
+    model_dir: Path, whole_words: bool, tmp_path: Path
+):
+    from transformers import AutoTokenizer
+
+    from roberta_static.corpus import Corpus
+    from roberta_static.segment import load_segmenter
+
+    path = tmp_path / "short.txt"  # sentences shorter than a block: none is cut
+    path.write_text("\n".join(CORPUS_LINES[:5] * 3) + "\n", encoding="utf-8")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    nlp = load_segmenter("en", None)
+    blocks = SentenceBlocks(Corpus([path]), nlp, tokenizer, 64, 0.0, offsets=True)
+    features = list(blocks)
+    assert len(features) > 1
+    # Each token's word as the tokenizer's own pre-tokenizer splits the sentence.
+    words = [
+        (number, word)
+        for number, sentence in enumerate(blocks.sentences())
+        for word in tokenizer(sentence, add_special_tokens=False).word_ids()
+    ]
+    prefix, suffix = special_tokens(tokenizer)
+    places = [
+        (row, column)
+        for row, feature in enumerate(features)
+        for column in range(len(prefix), len(feature["input_ids"]) - len(suffix))
+    ]
+    assert len(places) == len(words)
+    if not whole_words:
+        features = [{"input_ids": feature["input_ids"]} for feature in features]
+    batch = SeededMasking(masking_collator(tokenizer, 0.4, whole_words), seed=0)(features)
+    masked = batch["labels"] != -100
+    states = defaultdict(set)
+    for (row, column), word in zip(places, words, strict=True):
+        states[word].add(bool(masked[row, column]))
+    sizes = defaultdict(int)
+    for word in words:
+        sizes[word] += 1
+    assert any(size > 1 for size in sizes.values())  # words of several subwords
+    partly = [word for word, seen in states.items() if seen == {True, False}]
+    assert masked.any()
+    if whole_words:
+        assert partly == []
+        assert (batch["input_ids"][masked] == tokenizer.mask_token_id).all()
+    else:
+        assert partly
+
+
+def test_whole_word_masks_match_transformers_5(model_dir: Path, tmp_path: Path):
+    """Our transformers 4.5x masking draws the masks transformers 5's collator draws."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from roberta_static.corpus import Corpus
+    from roberta_static.mlm_data import WholeWordMasking
+    from roberta_static.segment import load_segmenter
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    library = WholeWordMasking(tokenizer, 0.3)
+    if library.library is None:
+        pytest.skip("transformers 4.5x has no whole-word masking by offsets to compare with")
+    ours = WholeWordMasking(tokenizer, 0.3)
+    ours.library = None
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(CORPUS_LINES * 2) + "\n", encoding="utf-8")
+    corpus, nlp = Corpus([path]), load_segmenter("en", None)
+    features = list(SentenceBlocks(corpus, nlp, tokenizer, 64, 0.0, offsets=True))
+    expected, found = SeededMasking(library, 3)(features), SeededMasking(ours, 3)(features)
+    for key in ("input_ids", "attention_mask", "labels"):
+        assert torch.equal(found[key], expected[key]), key
 
 
 @pytest.mark.parametrize("fraction", [-0.1, 0.5, 2.0])
