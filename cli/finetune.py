@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from roberta_static.errors import ConfigError
-from roberta_static.finetune import FINETUNE_FILE, RUN_DIR, FinetuneConfig
+from roberta_static.finetune import BATCH_SIZE, FINETUNE_FILE, MINIMUMS, RUN_DIR, FinetuneConfig
 
 from ._util import Flag, Opt, one_line_errors
 from .distill import _stop_on_signals
@@ -41,7 +41,8 @@ def finetune_command(
     epochs: float = Opt(1.0, "--epochs", min=0, help="Passes over the corpus (unless --max-steps)"),
     max_steps: int | None = Opt(None, "--max-steps", min=1, help="Optimizer steps to take", show_default="from --epochs"),
     learning_rate: float = Opt(5e-5, "--learning-rate", min=0, help="Peak learning rate (AdamW, linear decay)"),
-    batch_size: int = Opt(8, "--batch-size", min=1, help="Blocks of --max-length tokens per step"),
+    batch_size: int | None = Opt(None, "--batch-size", min=MINIMUMS["batch_size"], help="Blocks of --max-length tokens per step", show_default=str(BATCH_SIZE)),
+    batch_tokens: int | None = Opt(None, "--batch-tokens", min=MINIMUMS["batch_tokens"], help="Token budget of one step instead of --batch-size: as many blocks of --max-length tokens as it holds, padding included", show_default=False),
     warmup_ratio: float = Opt(0.06, "--warmup-ratio", min=0, max=1, help="Share of steps warming the learning rate up"),
     seed: int = Opt(0, "--seed", min=0, help="Seed of the masking and of a new head"),
     device: Device = DEVICE,
@@ -68,8 +69,8 @@ def finetune_command(
         else:
             config = FinetuneConfig(
                 model=model, max_length=max_length, mlm_probability=mlm_probability,
-                whole_word_mask=whole_word_mask, epochs=epochs,
-                max_steps=max_steps, learning_rate=learning_rate, batch_size=batch_size,
+                whole_word_mask=whole_word_mask, epochs=epochs, max_steps=max_steps,
+                learning_rate=learning_rate, batch_size=batch_size, batch_tokens=batch_tokens,
                 warmup_ratio=warmup_ratio, seed=seed, device=device.value, dtype=dtype.value,
                 eval_fraction=eval_fraction, save_every=save_every, lang=lang,
                 spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,

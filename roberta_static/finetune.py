@@ -22,7 +22,8 @@ from .errors import ConfigError, CorpusError, ModelLoadError, require_minimums
 
 FINETUNE_FILE = "finetune.json"
 RUN_DIR = ".finetune"  # Trainer's checkpoints of an unfinished run, inside the output folder
-MINIMUMS = {"max_length": 8, "max_steps": 1, "batch_size": 1, "save_every": 1}
+MINIMUMS = {"max_length": 8, "max_steps": 1, "batch_size": 1, "batch_tokens": 8, "save_every": 1}
+BATCH_SIZE = 8  # blocks per step when neither batch_size nor batch_tokens is given
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,9 @@ class FinetuneConfig:
         epochs: Passes over the training sentences (ignored when ``max_steps`` is set).
         max_steps: Optimizer steps to take.
         learning_rate: Peak learning rate (AdamW, linear decay after warm-up).
-        batch_size: Blocks per optimizer step.
+        batch_size: Blocks per optimizer step (default 8).
+        batch_tokens: Token budget of one step instead, padding included: as many blocks of
+            ``max_length`` tokens as it holds.
         warmup_ratio: Share of the steps spent warming the learning rate up.
         seed: Seed of the masking and of a new head.
         device: ``auto`` picks CUDA, then MPS, then CPU.
@@ -64,7 +67,8 @@ class FinetuneConfig:
     epochs: float = 1.0
     max_steps: int | None = None
     learning_rate: float = 5e-5
-    batch_size: int = 8
+    batch_size: int | None = None
+    batch_tokens: int | None = None
     warmup_ratio: float = 0.06
     seed: int = 0
     device: Device = "auto"
@@ -92,10 +96,34 @@ class FinetuneConfig:
             value = getattr(self, name)
             if not low <= value < high or (name == "mlm_probability" and value == 0):
                 raise ConfigError(f"must be in [{low}, {high}), got {value}", field=name)
+        if None not in (self.batch_size, self.batch_tokens):
+            raise ConfigError(
+                "cannot be combined with a batch size: pass one of the two", field="batch_tokens"
+            )
+        if self.max_length is not None:
+            self.blocks_per_batch(self.max_length)
         if not self.epochs > 0:
             raise ConfigError(f"must be > 0, got {self.epochs}", field="epochs")
         if not self.learning_rate > 0:
             raise ConfigError(f"must be > 0, got {self.learning_rate}", field="learning_rate")
+
+    def blocks_per_batch(self, max_length: int) -> int:
+        """Blocks per optimizer step, when blocks hold at most ``max_length`` tokens.
+
+        Example:
+            >>> FinetuneConfig("m", batch_tokens=1000).blocks_per_batch(128)
+            7
+
+        """
+        if self.batch_tokens is None:
+            return BATCH_SIZE if self.batch_size is None else self.batch_size
+        if self.batch_tokens < max_length:
+            raise ConfigError(
+                f"must hold one block of the longest input ({max_length} tokens), "
+                f"got {self.batch_tokens}",
+                field="batch_tokens",
+            )
+        return self.batch_tokens // max_length
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict; ``FinetuneConfig(**d)`` reads it back."""

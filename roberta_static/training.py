@@ -98,6 +98,7 @@ class Training:
             )
         self.model = model
         self.max_length = resolve_max_length(model.base_model, self.tokenizer, config.max_length)
+        self.batch_size = config.blocks_per_batch(self.max_length)
         nlp = load_segmenter(config.lang, config.spacy_model)
         parts = (corpus, nlp, self.tokenizer, self.max_length, config.eval_fraction)
         offsets = config.whole_word_mask
@@ -124,6 +125,7 @@ class Training:
                 and output.weight.data_ptr() == embeddings.data_ptr(),
             },
             "max_length": self.max_length,
+            "blocks_per_step": self.batch_size,
             "steps_planned": self.steps,
         }
 
@@ -166,8 +168,8 @@ class Training:
         args = TrainingArguments(
             output_dir=str(self.run_dir),
             max_steps=self.steps,
-            per_device_train_batch_size=config.batch_size,
-            per_device_eval_batch_size=config.batch_size,
+            per_device_train_batch_size=self.batch_size,
+            per_device_eval_batch_size=self.batch_size,
             learning_rate=config.learning_rate,
             warmup_steps=int(config.warmup_ratio * self.steps),
             seed=config.seed,
@@ -212,4 +214,4 @@ class Training:
         blocks = sum(1 for _ in self.train_blocks)
         if blocks == 0:
             raise CorpusError(f"{self.corpus}: holds no training sentences")
-        return max(1, math.ceil(blocks * self.config.epochs / self.config.batch_size))
+        return max(1, math.ceil(blocks * self.config.epochs / self.batch_size))

@@ -220,6 +220,17 @@ def test_eval_fraction_out_of_range(fraction: float):
         FinetuneConfig("m", eval_fraction=fraction)
 
 
+def test_batch_tokens_gives_the_blocks_a_budget_holds():
+    assert FinetuneConfig("m", batch_tokens=100).blocks_per_batch(32) == 3
+    assert FinetuneConfig("m", batch_tokens=64).blocks_per_batch(64) == 1
+    assert FinetuneConfig("m").blocks_per_batch(32) == 8
+    assert FinetuneConfig("m", batch_size=5).blocks_per_batch(32) == 5
+    with pytest.raises(ConfigError, match=r"batch_tokens: must hold one block .*\(64 tokens\)"):
+        FinetuneConfig("m", batch_tokens=63, max_length=64)
+    with pytest.raises(ConfigError, match="batch_tokens: cannot be combined with a batch size"):
+        FinetuneConfig("m", batch_size=4, batch_tokens=256)
+
+
 def test_empty_corpus_refused(roberta_dir: Path, tmp_path: Path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
@@ -234,7 +245,7 @@ def _cli(*args: str) -> Result:
 
 @pytest.mark.parametrize(
     "problem",
-    ["not a model", "eval fraction", "empty corpus"],
+    ["not a model", "eval fraction", "empty corpus", "batch size and tokens", "small budget"],
 )
 def test_cli_bad_inputs_one_line_nothing_left(
     problem: str, roberta_dir: Path, corpus: Path, tmp_path: Path
@@ -246,6 +257,10 @@ def test_cli_bad_inputs_one_line_nothing_left(
         (Path(model) / "readme.txt").write_text("hello")
     elif problem == "eval fraction":
         extra = ["--eval-fraction", "0.9"]
+    elif problem == "batch size and tokens":
+        extra = ["--batch-size", "4", "--batch-tokens", "256"]
+    elif problem == "small budget":  # below the tiny models' 64-token limit
+        extra = ["--batch-tokens", "40"]
     else:
         corpus.write_text("")
     out = tmp_path / "out"
@@ -253,4 +268,6 @@ def test_cli_bad_inputs_one_line_nothing_left(
     assert result.exit_code in (1, 2)  # 2: Typer's own range check (--eval-fraction)
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    if "batch" in problem:
+        assert lines[0].startswith("error: --batch-tokens: "), result.output
     assert not out.exists()
