@@ -83,9 +83,8 @@ def finetune_command(
         from .progress import FinetuneProgressBar
 
         stop = threading.Event()
-        _stop_on_signals(stop)
         quiet_transformers()
-        with FinetuneProgressBar(disable=quiet) as bar:
+        with _stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
             finetune(
                 corpus, out, config, overwrite=overwrite, resume=resume is not None,
                 progress=bar.update,

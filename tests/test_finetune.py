@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,17 +25,25 @@ from roberta_static.mlm_data import SeededMasking, SentenceBlocks, masking_colla
 FAST = {"device": "cpu", "batch_size": 4, "learning_rate": 2e-3, "eval_fraction": 0.2}
 
 
-@pytest.fixture(scope="module")
-def mlm_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _with_mlm_head(model_dir: Path, folder: Path) -> Path:
     """The tiny model of ``model_dir`` with a masked-LM head, as a real MLM checkpoint has."""
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    folder = tmp_path_factory.mktemp("mlm")
     torch.manual_seed(2)
     AutoModelForMaskedLM.from_pretrained(model_dir).save_pretrained(folder)
     AutoTokenizer.from_pretrained(model_dir).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def mlm_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _with_mlm_head(model_dir, tmp_path_factory.mktemp("mlm"))
+
+
+@pytest.fixture(scope="module")
+def roberta_mlm_dir(roberta_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _with_mlm_head(roberta_dir, tmp_path_factory.mktemp("roberta-mlm"))
 
 
 @pytest.fixture()
@@ -123,6 +134,57 @@ def test_resume_after_interrupt_matches_uninterrupted(mlm_dir: Path, corpus: Pat
     resumed = finetune(corpus, tmp_path / "cut", config, resume=True)
     assert json.loads((resumed / FINETUNE_FILE).read_text())["steps"] == 5
     expected, found = _weights(whole), _weights(resumed)
+    assert expected.keys() == found.keys()
+    for name, tensor in expected.items():
+        torch.testing.assert_close(found[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def _finetune_cli(*args: object) -> list[str]:
+    return ["roberta-static", "finetune", *map(str, args), "-q"]
+
+
+def test_ctrl_c_saves_and_the_resumed_cli_run_ends_with_the_same_weights(
+    roberta_mlm_dir: Path, corpus: Path, tmp_path: Path
+):
+    """Also takes --whole-word-mask and --batch-tokens through training and resuming."""
+    import torch
+
+    budget, steps = 200, 10
+    options = {"max_steps": steps, "batch_tokens": budget, "whole_word_mask": True}
+    options.update({"device": "cpu", "learning_rate": 2e-3, "eval_fraction": 0.2})
+    reference = finetune(
+        corpus, tmp_path / "reference", FinetuneConfig(str(roberta_mlm_dir), **options)
+    )
+    flags = [corpus, "--model", roberta_mlm_dir, "--max-steps", steps, "--batch-tokens", budget, "--whole-word-mask", "--device", "cpu",
+             "--learning-rate", 2e-3, "--eval-fraction", 0.2]  # fmt: skip
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        _finetune_cli(*flags, "--out", out), stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while not (out / ".finetune" / FINETUNE_FILE).exists():  # written just before training
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert stderr.startswith("stopping after the current batch"), stderr
+    assert f"continue with --resume {out}" in stderr
+    # Only the stop saves: checkpoints are due every 500 steps.
+    (saved,) = (out / ".finetune").glob("checkpoint-*")
+    assert 0 < int(saved.name.split("-")[1]) < steps and not (out / FINETUNE_FILE).exists()
+
+    subprocess.run(_finetune_cli(corpus, "--resume", out), check=True)
+    record = json.loads((out / FINETUNE_FILE).read_text())
+    assert record["steps"] == steps == json.loads((reference / FINETUNE_FILE).read_text())["steps"]
+    assert (
+        record["config"]["whole_word_mask"] is True and record["config"]["batch_tokens"] == budget
+    )
+    # A step holds budget // 64 blocks of at most 64 tokens (the tiny models' limit), padded.
+    assert record["blocks_per_step"] == budget // 64
+    assert steps * 64 < record["tokens_seen"] <= steps * budget
+    expected, found = _weights(reference), _weights(out)
     assert expected.keys() == found.keys()
     for name, tensor in expected.items():
         torch.testing.assert_close(found[name], tensor, rtol=0, atol=1e-6, msg=name)
