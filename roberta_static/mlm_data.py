@@ -172,9 +172,9 @@ class WholeWordMasking:
 
     transformers 5 does the masking (``DataCollatorForLanguageModeling(whole_word_mask=True)``)
     once the offsets are padded, which it leaves to the caller. transformers 4.5x's
-    ``DataCollatorForWholeWordMask`` knows only BERT's ``##`` and Python's RNG, so there
-    :meth:`_mask` does what transformers 5 does, drawing the same random numbers. Masked words are
-    always replaced by the mask token, as transformers 5 has it.
+    ``DataCollatorForWholeWordMask`` knows only BERT's ``##`` subwords, so there :meth:`_mask`
+    does what transformers 5 does, drawing the same random numbers. Masked words are always
+    replaced by the mask token, as transformers 5 has it.
 
     Args:
         tokenizer: The model's fast tokenizer.
