@@ -40,7 +40,8 @@ class Checkpoint:
 
     ``files`` are the corpus files' absolute paths, so a run resumes from any folder; ``corpus``
     identifies the part already read (see :func:`corpus_identity`); ``leftover`` holds the
-    batches of the last chunk not yet encoded.
+    batches of the last chunk not yet encoded. A parallel pass (``workers > 1``) saves instead
+    each shard's progress in ``shards`` and the occurrences each may still take per entry.
     """
 
     config: dict[str, Any]
@@ -54,6 +55,9 @@ class Checkpoint:
     counts: np.ndarray
     remaining: np.ndarray
     leftover: list[Batch] = field(default_factory=list)
+    shards: list[dict[str, Any]] | None = None
+    shard_quota: np.ndarray | None = None
+    shard_remaining: np.ndarray | None = None
 
 
 def corpus_identity(files: list[Path], position: Position) -> list[dict[str, Any]]:
@@ -100,12 +104,18 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
         for name in _ARRAYS:
             np.save(staging / f"{name}.npy", getattr(checkpoint, name), allow_pickle=False)
         np.savez(staging / "leftover.npz", **_batch_arrays(checkpoint.leftover))
+        if checkpoint.shards is not None:
+            np.savez_compressed(
+                staging / "shards.npz",
+                quota=checkpoint.shard_quota,
+                remaining=checkpoint.shard_remaining,
+            )
         state = {
             "format": FORMAT,
             **{
                 key: value
                 for key, value in asdict(checkpoint).items()
-                if key not in (*_ARRAYS, "entries", "leftover")
+                if key not in (*_ARRAYS, "entries", "leftover", "shard_quota", "shard_remaining")
             },
         }
         (staging / "entries.txt").write_text(
@@ -159,6 +169,12 @@ def load_checkpoint(folder: Path) -> Checkpoint:
         arrays = {name: np.load(target / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
         with np.load(target / "leftover.npz", allow_pickle=False) as leftover:
             batches = _batches(leftover)
+        if state.get("shards") is not None:
+            with np.load(target / "shards.npz", allow_pickle=False) as shards:
+                state["shard_quota"], state["shard_remaining"] = (
+                    shards["quota"],
+                    shards["remaining"],
+                )
     except (OSError, ValueError, KeyError) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
     state["position"] = Position(**state["position"])
@@ -192,7 +208,7 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
     for key, value in config.result_options().items():
         if saved.get(key) != value:
             found.append(f"{key} was {saved.get(key)!r}, now {value!r}")
-    if len(files) <= checkpoint.position.file:
+    if len(files) < len(checkpoint.corpus):
         return [*found, "the corpus files differ"]
     now = corpus_identity(files, checkpoint.position)
     for new, old in zip(now, checkpoint.corpus, strict=True):
