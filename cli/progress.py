@@ -53,7 +53,8 @@ class DistillProgress:
         self._quiet = disable
 
     def __enter__(self) -> DistillProgress:
-        self._progress.__enter__()
+        # The bar starts at the first report: a run that fails before it prints nothing.
+        self._started = False
         return self
 
     def __exit__(
@@ -62,10 +63,17 @@ class DistillProgress:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._progress.__exit__(kind, error, tb)
+        if self._started:
+            self._progress.__exit__(kind, error, tb)
+
+    def _start(self) -> None:
+        if not self._started:
+            self._progress.start()
+            self._started = True
 
     def update(self, report: Report | Plan) -> None:
         """Move the bar of ``report.stage`` to the reported position; print a plan."""
+        self._start()
         if isinstance(report, Plan):
             if not self._quiet:
                 self._progress.console.print(f"accumulator: {report}")

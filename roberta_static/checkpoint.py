@@ -17,16 +17,18 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .atomic import write_failed
-from .batching import Batch
 from .config import DistillConfig
 from .corpus import Position, is_compressed
 from .errors import ConfigError
 from .vectors import META_FILE
+
+if TYPE_CHECKING:  # batching imports spaCy, which the CLI loads only once the options passed
+    from .batching import Batch
 
 CHECKPOINT_DIR = ".checkpoint"
 FORMAT = 2
@@ -185,11 +187,13 @@ def _batch_arrays(batches: list[Batch]) -> dict[str, np.ndarray]:
     return {
         f"{number}.{item.name}": getattr(batch, item.name)
         for number, batch in enumerate(batches)
-        for item in fields(Batch)
+        for item in fields(batch)
     }
 
 
 def _batches(arrays: Any) -> list[Batch]:
+    from .batching import Batch
+
     names = [item.name for item in fields(Batch)]
     return [
         Batch(**{name: arrays[f"{number}.{name}"] for name in names})

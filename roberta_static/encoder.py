@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,12 +133,13 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
         # tokenizer loader would fail on other grounds before refusing it.
         model_config = AutoConfig.from_pretrained(location, **options)
         tokenizer = AutoTokenizer.from_pretrained(location, use_fast=True, **options)
-        model = AutoModel.from_pretrained(
-            location,
-            config=model_config,
-            use_safetensors=None if config.allow_pickle else True,
-            **options,
-        )
+        with _without_loading_bar():
+            model = AutoModel.from_pretrained(
+                location,
+                config=model_config,
+                use_safetensors=None if config.allow_pickle else True,
+                **options,
+            )
     except (OSError, ValueError, KeyError) as error:
         if "trust_remote_code" in str(error):
             raise ModelLoadError(
@@ -147,6 +149,20 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelLoadError(f"{name}: cannot load a model ({reason})") from None
     return model, tokenizer
+
+
+@contextmanager
+def _without_loading_bar() -> Iterator[None]:
+    """No "Loading weights" bar (transformers 5) in a library call; the caller's setting returns."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
 
 
 def model_fingerprint(name: str, model: nn.Module) -> dict[str, str | None]:

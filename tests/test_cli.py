@@ -389,6 +389,21 @@ def test_error_without_traceback_in_a_real_process(tmp_path):
     assert result.stderr.strip() == f"error: {tmp_path / 'missing.txt'}: no such file or folder"
 
 
+def test_a_run_failing_before_its_first_report_prints_only_the_error(tmp_path, corpus_file):
+    not_a_model = tmp_path / "model"
+    not_a_model.mkdir()
+    (not_a_model / "config.json").write_text("{}")
+    result = subprocess.run(
+        ["roberta-static", "distill", str(corpus_file), "--model", str(not_a_model)]
+        + ["--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"error: {not_a_model}: cannot load a model")
+
+
 def test_distill_needs_its_inputs_and_resume_needs_a_checkpoint(tmp_path):
     bare = run("distill")
     assert bare.exit_code == 1 and "distill needs CORPUS, --model and --out" in bare.output

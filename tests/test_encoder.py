@@ -123,3 +123,18 @@ def test_batch_budget_is_8192_on_cpu_and_sized_from_free_memory_on_cuda(roberta_
     assert resolve_batch_tokens(None, encoder) == 131_072
     monkeypatch.setattr(encoder_module, "free_memory", lambda device: 1000)
     assert resolve_batch_tokens(None, encoder) == encoder.max_length
+
+
+@pytest.mark.parametrize("bars_on", [True, False])
+def test_loading_prints_nothing_and_leaves_transformers_bars_as_they_were(
+    roberta_dir, capfd, bars_on
+):
+    from transformers.utils import logging as hf_logging
+
+    (hf_logging.enable_progress_bar if bars_on else hf_logging.disable_progress_bar)()
+    capfd.readouterr()
+    load_pretrained(DistillConfig(model=str(roberta_dir)))
+    captured = capfd.readouterr()
+    assert "Loading" not in captured.err and captured.out == ""
+    assert hf_logging.is_progress_bar_enabled() == bars_on
+    hf_logging.enable_progress_bar()
