@@ -6,6 +6,7 @@ objects, so tests and notebooks can pass a model they built.
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .accumulate import Accumulator, output_dim
+from .accumulate import Accumulator, mean_vectors, output_dim
 from .checkpoint import Checkpoint, Checkpointing
 from .config import DistillConfig
 from .corpus import Corpus, TextCorpus
@@ -28,6 +29,7 @@ from .segment import load_segmenter
 from .stats import RunStats
 from .vectors import StaticVectors
 from .vocab import MatchedSentence, VocabMatcher, Vocabulary
+from .workers import default_workers, run_parallel
 
 
 def distill(
@@ -140,23 +142,38 @@ def distill_from_model(
         if not vocab.entries:
             raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
     report(_plan(len(vocab), _dim(encoder, config), encoder))
-    accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
-    if resume_from is not None:
-        state = PassState.restore(resume_from, encoder, accumulator)
+    if _parallel(config, corpus, resume_from):
+        encoders = [encoder] + [
+            Encoder(copy.deepcopy(model), tokenizer, config.replace(device=device))
+            for device in config.devices[1:]
+        ]
+        sums, counts, stats, seen = run_parallel(
+            encoders, corpus, vocab, config, report, checkpointing, resume_from
+        )
+        stats.entries = len(vocab)
+        means, counts = mean_vectors(sums, counts)
     else:
-        state = PassState.fresh(len(vocab), config)
-        state.stats.vocabulary = {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
-    stats = state.stats
-    producer = Producer(
-        nlp, VocabMatcher(nlp, vocab), encoder.subwords, encoder.batch_tokens, corpus, config
-    )
-    pass_ = SerialPass(encoder, producer, accumulator, config, report)
-    pass_.run(state, checkpointing, vocab, started)
-    means, counts = accumulator.means()
+        accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
+        if resume_from is not None:
+            state = PassState.restore(resume_from, encoder, accumulator)
+        else:
+            state = PassState.fresh(len(vocab), config)
+        stats = state.stats
+        producer = Producer(
+            nlp, VocabMatcher(nlp, vocab), encoder.subwords, encoder.batch_tokens, corpus, config
+        )
+        SerialPass(encoder, producer, accumulator, config, report).run(
+            state, checkpointing, vocab, started
+        )
+        means, counts = accumulator.means()
+        seen = state.remaining < contexts_allowed(config)
+    if resume_from is None:
+        stats.vocabulary = {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
+    else:
+        stats.vocabulary = resume_from.stats["vocabulary"]
     if stats.sentences == 0:
         raise CorpusError(f"{corpus}: corpus holds no text")
     keep = counts > 0
-    seen = state.remaining < contexts_allowed(config)
     stats.entries_found = int(keep.sum())
     stats.entries_not_found = [vocab.entries[i] for i in np.flatnonzero(~seen)]
     stats.entries_not_encoded = [vocab.entries[i] for i in np.flatnonzero(seen & ~keep)]
@@ -179,6 +196,16 @@ def distill_from_model(
     if config.postprocessing.is_identity:
         return vectors
     return postprocess(vectors, config.postprocessing)
+
+
+def _parallel(
+    config: DistillConfig, corpus: Corpus | TextCorpus, resume_from: Checkpoint | None
+) -> bool:
+    """Whether the pass runs in worker processes: several workers or encoders, over files."""
+    if resume_from is not None and resume_from.shards is not None:
+        return True
+    wanted = (config.workers or default_workers()) > 1 or len(config.devices) > 1
+    return wanted and isinstance(corpus, Corpus) and resume_from is None
 
 
 def _plan(n_entries: int, dim: int, encoder: Encoder) -> Plan:

@@ -31,7 +31,7 @@ from .checkpoint import CHECKPOINT_DIR, Checkpoint, Checkpointing, corpus_identi
 from .config import DistillConfig
 from .corpus import Corpus, Position
 from .encoder import Encoder
-from .errors import ConfigError, CorpusError, Interrupted, RobertaStaticError
+from .errors import CorpusError, Interrupted, RobertaStaticError
 from .progress import Progress, ProgressCallback
 from .runner import PassState, Producer, add_batch, contexts_allowed, torch_from
 from .segment import load_segmenter, segment
@@ -101,6 +101,7 @@ class ParallelPass:
     ) -> None:
         self.encoders, self.corpus, self.vocab = encoders, corpus, vocab
         self.config, self.report, self.workers = config, report, workers
+        self.started, self.seconds_before = time.perf_counter(), 0.0
         self.encoder_stats = [RunStats() for _ in encoders]
         self.accumulators = [
             Accumulator(len(vocab), _dim(encoders[0], config), e.device) for e in encoders
@@ -116,21 +117,27 @@ class ParallelPass:
             config=config.to_dict(),
         )
 
+    def __enter__(self) -> ParallelPass:
+        self.pool = _Workers(self.setup, self.workers).__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.pool.__exit__(*exc_info)
+
     def count(self, shards: list[Shard], stop: Any = None) -> np.ndarray:
         """``[shards, entries]`` occurrences of each entry in each shard (the quota pass)."""
         counts = np.zeros((len(shards), len(self.vocab)), dtype=np.int64)
-        with _Workers(self.setup, self.workers) as pool:
-            for index, shard in enumerate(shards):
-                pool.tasks.put(("count", index, shard))
-            for _ in shards:
-                message = pool.receive(stop, lambda: None)
-                if message is None:
-                    raise Interrupted(
-                        "stopped while counting occurrences per shard, before any vector was "
-                        "computed; nothing was saved"
-                    )
-                _, index, found = message
-                counts[index] = found
+        for index, shard in enumerate(shards):
+            self.pool.tasks.put(("count", index, shard))
+        for _ in shards:
+            message = self.pool.receive(stop)
+            if message is None:
+                raise Interrupted(
+                    "stopped while counting occurrences per shard, before any vector was "
+                    "computed; nothing was saved"
+                )
+            _, index, found = message
+            counts[index] = found
         return counts
 
     def run(
@@ -176,41 +183,39 @@ class ParallelPass:
         progress: _ShardProgress,
     ) -> bool:
         started = time.monotonic()
-        with _Workers(self.setup, self.workers) as pool:
-            for index in pending:
-                entry = shard_states[index]
-                pool.tasks.put(("encode", index, entry.shard, entry.state, entry.encode_stats))
-            open_tasks = set(pending)
-            pausing = False
-            while open_tasks:
-                due = every_seconds and time.monotonic() - started >= every_seconds
-                if not pausing and ((stop is not None and stop.is_set()) or due):
-                    pool.pause.set()
-                    pausing = True
-                message = pool.receive(None, lambda: None)
-                kind, index = message[0], message[1]
-                if kind == "batches":
-                    encoding.put(message[2])
-                    progress.bytes[index], progress.sentences[index] = message[3], message[4]
-                    self.report(
-                        Progress(
-                            "distill",
-                            sum(progress.bytes),
-                            self.corpus.total_bytes,
-                            sum(progress.sentences),
-                            sum(stats.tokens for stats in self.encoder_stats),
-                        )
+        pool = self.pool
+        pool.pause.clear()
+        for index in pending:
+            entry = shard_states[index]
+            pool.tasks.put(("encode", index, entry.shard, entry.state, entry.encode_stats))
+        open_tasks = set(pending)
+        pausing = False
+        while open_tasks:
+            due = every_seconds and time.monotonic() - started >= every_seconds
+            if not pausing and ((stop is not None and stop.is_set()) or due):
+                pool.pause.set()
+                pausing = True
+            message = pool.receive(None)
+            kind, index = message[0], message[1]
+            if kind == "batches":
+                encoding.put(message[2])
+                progress.bytes[index], progress.sentences[index] = message[3], message[4]
+                self.report(
+                    Progress(
+                        "distill",
+                        sum(progress.bytes),
+                        self.corpus.total_bytes,
+                        sum(progress.sentences),
+                        sum(stats.tokens for stats in self.encoder_stats),
                     )
-                    continue
-                _, _, state, encode_stats = message
-                shard_states[index] = replace(
-                    shard_states[index],
-                    state=state,
-                    encode_stats=encode_stats,
-                    done=kind == "done",
                 )
-                open_tasks.discard(index)
-            return pausing
+                continue
+            _, _, state, encode_stats = message
+            shard_states[index] = replace(
+                shard_states[index], state=state, encode_stats=encode_stats, done=kind == "done"
+            )
+            open_tasks.discard(index)
+        return pausing
 
     def result(self, shard_states: list[ShardState]) -> tuple[np.ndarray, np.ndarray, RunStats]:
         """Sums, counts and statistics, merged in a fixed order (encoders, then shards)."""
@@ -222,6 +227,7 @@ class ParallelPass:
         stats.tokens = sum(s.tokens for s in self.encoder_stats)
         stats.padded_tokens = sum(s.padded_tokens for s in self.encoder_stats)
         stats.batches_recomputed_float32 = sum(e.float32_recomputes for e in self.encoders)
+        stats.seconds = self.seconds_before
         return sums, counts, stats
 
 
@@ -329,7 +335,7 @@ class _Workers:
                 process.terminate()
                 process.join()
 
-    def receive(self, stop: Any, on_idle: Callable[[], None]) -> tuple | None:
+    def receive(self, stop: Any) -> tuple | None:
         """The next result; None when ``stop`` is set first. A worker's error is raised here."""
         while True:
             if stop is not None and stop.is_set():
@@ -337,9 +343,11 @@ class _Workers:
             try:
                 message = self.results.get(timeout=_POLL_SECONDS)
             except queue.Empty:
-                if not any(p.is_alive() for p in self.processes):
-                    raise RuntimeError("every worker process ended without a result") from None
-                on_idle()
+                dead = [p for p in self.processes if not p.is_alive()]
+                if dead:
+                    raise RuntimeError(
+                        f"a worker process ended unexpectedly (exit code {dead[0].exitcode})"
+                    ) from None
                 continue
             if message[0] == "error":
                 raise message[2]
@@ -448,15 +456,15 @@ def run_parallel(
 
     """
     workers = config.workers or default_workers()
-    pass_ = ParallelPass(encoders, corpus, vocab, config, report, workers)
     stop = checkpointing.stop if checkpointing is not None else None
-    if resume_from is not None:
-        shard_states = restore_shards(resume_from, pass_)
-    else:
-        shard_states = _fresh_shards(pass_, plan_shards(corpus.files), stop)
-    saver = _ParallelSaver(pass_, checkpointing, vocab) if checkpointing is not None else None
-    every = checkpointing.every_seconds if checkpointing is not None else 0.0
-    pass_.run(shard_states, stop, saver, every)
+    with ParallelPass(encoders, corpus, vocab, config, report, workers) as pass_:
+        if resume_from is not None:
+            shard_states = restore_shards(resume_from, pass_)
+        else:
+            shard_states = _fresh_shards(pass_, plan_shards(corpus.files), stop)
+        saver = _ParallelSaver(pass_, checkpointing, vocab) if checkpointing else None
+        every = checkpointing.every_seconds if checkpointing is not None else 0.0
+        pass_.run(shard_states, stop, saver, every)
     sums, counts, stats = pass_.result(shard_states)
     taken = np.sum([entry.quota - entry.state.remaining for entry in shard_states], axis=0)
     return sums, counts, stats, taken > 0
@@ -487,6 +495,7 @@ class _ParallelSaver:
     def __call__(self, shard_states: list[ShardState]) -> bool:
         pass_, checkpointing = self.pass_, self.checkpointing
         sums, counts, stats = pass_.result(shard_states)
+        stats.seconds += time.perf_counter() - pass_.started
         files = pass_.corpus.files
         everything = Position(len(files), 0, 1, 0)
         save_checkpoint(
@@ -529,17 +538,13 @@ def _shard_record(entry: ShardState) -> dict[str, Any]:
 
 def restore_shards(saved: Checkpoint, pass_: ParallelPass) -> list[ShardState]:
     """The shard states of a parallel checkpoint; its sums go back into the first encoder's."""
-    if saved.shards is None:
-        raise ConfigError(
-            "this checkpoint was written by a run in one process; resume it with --workers 1",
-            field="workers",
-        )
     first = pass_.accumulators[0]
     first.sums.copy_(torch_from(saved.sums, first.sums))
     first.counts.copy_(torch_from(saved.counts, first.counts))
     pass_.encoder_stats[0].tokens = saved.stats["tokens"]
     pass_.encoder_stats[0].padded_tokens = saved.stats["padded_tokens"]
     pass_.encoders[0].float32_recomputes = saved.stats["batches_recomputed_float32"]
+    pass_.seconds_before = saved.stats["seconds"]
     states = []
     for record, quota, remaining in zip(
         saved.shards, saved.shard_quota, saved.shard_remaining, strict=True
