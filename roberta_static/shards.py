@@ -25,8 +25,12 @@ class Shard:
     stop: Position
 
 
-def plan_shards(files: list[Path], shard_bytes: int = SHARD_BYTES) -> list[Shard]:
-    """Shards of ``files`` in corpus order: whole files, and large plain files cut at line ends."""
+def plan_shards(files: list[Path], shard_bytes: int | None = None) -> list[Shard]:
+    """Shards of ``files`` in corpus order: whole files, and large plain files cut at line ends.
+
+    ``shard_bytes`` defaults to ``SHARD_BYTES``, read when called.
+    """
+    shard_bytes = shard_bytes or SHARD_BYTES
     shards = []
     for index, path in enumerate(files):
         starts = [(0, 1)] if is_compressed(path) else _line_cuts(path, shard_bytes)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -378,6 +379,9 @@ def _worker_main(setup: _Setup, tasks: Any, results: Any, pause: Any) -> None:
     """A worker process: build the producer once, then run shard tasks until told to end."""
     from tokenizers import Tokenizer
 
+    # Ctrl-C reaches the whole process group; the main process decides how the run stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     config = DistillConfig(**setup.config)
     nlp = load_segmenter(config.lang, config.spacy_model)
     matcher = VocabMatcher(nlp, Vocabulary(setup.entries, config.case))
@@ -478,10 +482,13 @@ def _fresh_shards(pass_: ParallelPass, shards: list[Shard], stop: Any) -> list[S
         counts = pass_.count(shards[:-1], stop)
         allowed[:-1] = quotas(counts, limit)
         allowed[-1] = np.clip(limit - counts.sum(axis=0), 0, limit)
-    return [
-        ShardState(shard, PassState(shard.start, quota.copy(), RunStats()), EncodeStats(), quota)
-        for shard, quota in zip(shards, allowed.astype(np.int64), strict=True)
-    ]
+    states = []
+    for shard, quota in zip(shards, allowed.astype(np.int64), strict=True):
+        # A shard that may take nothing is never read, as the serial pass stops before it.
+        stats = RunStats(stopped_early=not quota.any())
+        state = PassState(shard.start, quota.copy(), stats)
+        states.append(ShardState(shard, state, EncodeStats(), quota, done=stats.stopped_early))
+    return states
 
 
 class _ParallelSaver:
