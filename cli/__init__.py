@@ -8,7 +8,9 @@ from roberta_static import __version__
 
 from ._util import Command, CommandGroup, Flag
 from .distill import distill_command
+from .finetune import finetune_command
 from .quality import evaluate_command, postprocess_command, sweep_command
+from .report import report_command
 from .spacy_init import spacy_init_command
 from .vectors import export_command, info_command, similar_command
 
@@ -22,6 +24,7 @@ app = typer.Typer(
 )
 COMMANDS = {
     "distill": distill_command,
+    "finetune": finetune_command,
     "export": export_command,
     "info": info_command,
     "similar": similar_command,
@@ -29,6 +32,7 @@ COMMANDS = {
     "evaluate": evaluate_command,
     "sweep": sweep_command,
     "postprocess": postprocess_command,
+    "report": report_command,
 }
 for _name, _function in COMMANDS.items():
     app.command(_name, cls=Command)(_function)

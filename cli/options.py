@@ -46,7 +46,7 @@ SPACY_MODEL = Opt(None, help="Installed spaCy pipeline (name or path) to segment
 TEXT_FIELD = Opt(default("text_field"), help="Field holding the text in .jsonl files")
 MIN_COUNT = Opt(default("min_count"), min=least("min_count"), help="Without --vocab: keep words seen at least this often")
 MAX_VOCAB = Opt(default("max_vocab"), min=least("max_vocab"), help="Without --vocab: keep at most this many words")
-FILL_UNSEEN = Opt(default("fill_unseen"), help="decontextualized: embed entries never seen, alone (count 0)")
+FILL_UNSEEN = Opt(default("fill_unseen"), help="Entries never seen (count 0): decontextualized embeds each alone; mapped maps that into the contextual space (ridge map fitted on the seen entries)")
 TRUST_REMOTE_CODE = Flag("--trust-remote-code", help="Run model code from the hub (only for models you trust)")
 ALLOW_PICKLE = Flag("--allow-pickle", help="Load pickled .bin weights when there is no safetensors file")
 ALLOW_PICKLED_VECTORS = Flag("--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)")

@@ -7,6 +7,7 @@ from types import TracebackType
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
     ProgressColumn,
     Task,
@@ -16,6 +17,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from roberta_static.finetune import FinetuneProgress
 from roberta_static.progress import Plan
 from roberta_static.progress import Progress as Report
 
@@ -89,3 +91,41 @@ class DistillProgress:
             sentences=report.sentences,
             tokens=report.tokens,
         )
+
+
+class FinetuneProgressBar:
+    """Context manager whose ``update`` is ``finetune``'s progress callback: steps, loss, tokens/s."""
+
+    def __init__(self, disable: bool = False) -> None:
+        self._progress = Progress(
+            TextColumn("fine-tuning"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            RateColumn("tokens", "tok"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            disable=disable,
+            transient=False,
+        )
+        self._task: int | None = None
+
+    def __enter__(self) -> FinetuneProgressBar:
+        return self  # the bar starts with the first step, after the model has loaded
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._progress.__exit__(kind, error, tb)
+
+    def update(self, report: FinetuneProgress) -> None:
+        """Move the bar to the reported step."""
+        if self._task is None:
+            self._progress.__enter__()
+            self._task = self._progress.add_task("", total=report.total_steps, loss="-", tokens=0)
+        loss = "-" if report.loss is None else f"{report.loss:.3f}"
+        self._progress.update(self._task, completed=report.step, loss=loss, tokens=report.tokens)

@@ -17,14 +17,14 @@ Case = Literal["lower", "keep"]
 Device = str  # auto, cpu, cuda, cuda:N, mps, or several separated by commas
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DType = Literal["auto", "float32", "bfloat16", "float16"]
-FillUnseen = Literal["none", "decontextualized"]
+FillUnseen = Literal["none", "decontextualized", "mapped"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "pool": ("mean", "first", "last", "max"),
     "combine": ("mean", "sum", "concat"),
     "case": ("lower", "keep"),
     "dtype": ("auto", "float32", "bfloat16", "float16"),
-    "fill_unseen": ("none", "decontextualized"),
+    "fill_unseen": ("none", "decontextualized", "mapped"),
 }
 
 # The least value of each count option (``None``, where allowed, means unset or automatic); the
@@ -131,7 +131,9 @@ class DistillConfig:
         text_field: Field holding the text in JSONL corpus files.
         min_count: Without a vocabulary file, keep corpus words seen at least this often.
         max_vocab: Without a vocabulary file, keep at most this many of the most frequent words.
-        fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own.
+        fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own;
+            ``mapped`` maps those vectors into the contextual space with a ridge map fitted on
+            the seen entries (see :mod:`roberta_static.fill`).
         trust_remote_code: Allow model code from the hub (runs foreign code: off by default).
         allow_pickle: Allow pickled ``.bin`` weights when no safetensors file exists.
         center: Subtract the mean vector from the result.

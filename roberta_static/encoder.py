@@ -19,6 +19,7 @@ from torch import nn
 from .batching import Batch, EncoderInput, SubwordEncoder, make_batches
 from .config import ALL_LAYERS, DistillConfig, Layers
 from .errors import ConfigError, ModelLoadError
+from .finetune import FINETUNE_FILE, FinetuneConfig
 from .model_source import SPACY_PREFIX, cached_revision, hub_cache_only, resolve_model_name
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -98,7 +99,9 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return tensor.to(device, non_blocking=True)
 
 
-def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
+def load_pretrained(
+    config: DistillConfig | FinetuneConfig, auto_class: str = "AutoModel", **extra: Any
+) -> tuple[Any, Any]:
     """Load the model and fast tokenizer named by ``config.model``.
 
     ``config.model`` is a hub id, a local folder, a short name of an installed model package
@@ -106,9 +109,12 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
     pipeline.
 
     Weights load from safetensors only, unless ``config.allow_pickle``; model code from the hub
-    runs only with ``config.trust_remote_code``.
+    runs only with ``config.trust_remote_code``. ``auto_class`` names the transformers class that
+    loads the weights (``AutoModelForMaskedLM`` for fine-tuning); ``extra`` goes to its
+    ``from_pretrained``.
     """
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    import transformers
+    from transformers import AutoConfig, AutoTokenizer
 
     name = config.model
     if name.startswith(SPACY_PREFIX):
@@ -133,12 +139,14 @@ def load_pretrained(config: DistillConfig) -> tuple[nn.Module, Any]:
         # tokenizer loader would fail on other grounds before refusing it.
         model_config = AutoConfig.from_pretrained(location, **options)
         tokenizer = AutoTokenizer.from_pretrained(location, use_fast=True, **options)
-        with _without_loading_bar():
-            model = AutoModel.from_pretrained(
+        finetune_record = path / FINETUNE_FILE if auto_class == "AutoModel" else None
+        with _without_loading_bar(), _quiet_load_report(finetune_record):
+            model = getattr(transformers, auto_class).from_pretrained(
                 location,
                 config=model_config,
                 use_safetensors=None if config.allow_pickle else True,
                 **options,
+                **extra,
             )
     except (OSError, ValueError, KeyError) as error:
         if "trust_remote_code" in str(error):
@@ -163,6 +171,26 @@ def _without_loading_bar() -> Iterator[None]:
     finally:
         if enabled:
             hf_logging.enable_progress_bar()
+
+
+@contextmanager
+def _quiet_load_report(finetune_record: Path | None) -> Iterator[None]:
+    """Silence transformers' report on a ``finetune`` output loaded as a bare encoder.
+
+    Such a folder holds a masked-LM model: its head weights go unused and its pooler is missing,
+    as expected, so transformers' warning about them would only alarm.
+    """
+    from transformers.utils import logging as hf_logging
+
+    if finetune_record is None or not finetune_record.is_file():
+        yield
+        return
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def model_fingerprint(name: str, model: nn.Module) -> dict[str, str | None]:

@@ -69,6 +69,10 @@ class DatasetError(RobertaStaticError, ValueError):
     """An evaluation dataset is missing or malformed."""
 
 
+class MissingExtraError(RobertaStaticError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
 class Interrupted(RobertaStaticError):
     """The run was asked to stop; a checkpoint was written to resume from."""
 

@@ -22,6 +22,7 @@ from .config import DistillConfig
 from .corpus import Corpus, TextCorpus
 from .encoder import Encoder, free_memory, load_pretrained, model_fingerprint
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
+from .fill import mapped_fill
 from .postprocess import postprocess
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .runner import PassState, Producer, SerialPass, add_batch, contexts_allowed
@@ -177,12 +178,8 @@ def distill_from_model(
     stats.entries_found = int(keep.sum())
     stats.entries_not_found = [vocab.entries[i] for i in np.flatnonzero(~seen)]
     stats.entries_not_encoded = [vocab.entries[i] for i in np.flatnonzero(seen & ~keep)]
-    if config.fill_unseen == "decontextualized" and not keep.all():
-        unseen = np.flatnonzero(~keep)
-        filled, embedded = _decontextualized(encoder, vocab, unseen, config)
-        means[unseen[embedded]] = filled[embedded]
-        keep[unseen[embedded]] = True
-        stats.entries_filled = int(embedded.sum())
+    if config.fill_unseen != "none" and not keep.all():
+        _fill(encoder, vocab, config, means, keep, stats)
     if not keep.any():
         raise VocabError(
             f"none of the {len(vocab)} vocabulary entries occurs in the corpus "
@@ -239,6 +236,30 @@ def _decontextualized(
         add_batch(encoder, batch, accumulator, config, RunStats())
     vectors, counts = accumulator.means()
     return vectors, counts > 0
+
+
+def _fill(
+    encoder: Encoder,
+    vocab: Vocabulary,
+    config: DistillConfig,
+    means: np.ndarray,
+    keep: np.ndarray,
+    stats: RunStats,
+) -> None:
+    """Give the unseen entries (``~keep``) a vector in place, by the ``fill_unseen`` method."""
+    if config.fill_unseen == "decontextualized":
+        unseen = np.flatnonzero(~keep)
+        filled, embedded = _decontextualized(encoder, vocab, unseen, config)
+        stats.fill = {"method": "decontextualized"}
+    else:
+        alone, embedded_all = _decontextualized(encoder, vocab, np.arange(len(vocab)), config)
+        fitted = np.flatnonzero(keep & embedded_all)
+        unseen = np.flatnonzero(~keep)
+        filled, stats.fill = mapped_fill(alone[fitted], means[fitted], alone[unseen])
+        embedded = embedded_all[unseen]
+    means[unseen[embedded]] = filled[embedded]
+    keep[unseen[embedded]] = True
+    stats.entries_filled = int(embedded.sum())
 
 
 def decontextualized(

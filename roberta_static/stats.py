@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from .batching import EncodeStats
 
@@ -37,6 +38,7 @@ class RunStats:
     entries_filled: int = 0
     entries_not_found: list[str] = field(default_factory=list)
     entries_not_encoded: list[str] = field(default_factory=list)
+    fill: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     vocabulary: dict[str, int] = field(default_factory=dict)
 

@@ -61,6 +61,7 @@ def one_error_line(result) -> str:
 # Positional arguments (and required options) that let each command reach its option checks.
 REQUIRED = {
     "distill": lambda out: ["corpus.txt", "--model", "m", "--out", out],
+    "finetune": lambda out: ["corpus.txt", "--model", "m", "--out", out],
     "sweep": lambda out: ["corpus.txt", "--model", "m", "--out", out],
     "similar": lambda out: [out, "word"],
     "postprocess": lambda out: ["vectors", out],

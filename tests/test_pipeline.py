@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import unicodedata
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from naive import find_occurrences, naive_distill
 
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
 from roberta_static.encoder import load_pretrained
+from roberta_static.fill import MIN_FITTED, mapped_fill
 from roberta_static.pipeline import decontextualized, distill_from_model, resolve_inputs
 from roberta_static.progress import Plan
 from roberta_static.vocab import Vocabulary
@@ -283,3 +285,27 @@ def test_texts_in_memory_cannot_be_checkpointed(roberta_dir, tmp_path):
             checkpointing=Checkpointing(tmp_path / "out"),
         )
     assert not (tmp_path / "out").exists()
+
+
+def test_fill_unseen_mapped(roberta_dir, corpus_file, tmp_path):
+    words = sorted({w.strip(".,;").lower() for line in CORPUS_LINES for w in line.split()})
+    vocab = Vocabulary.from_entries([*words, "zebra", "quantum"])
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", fill_unseen="mapped")
+    model, tokenizer = load_pretrained(config)
+    corpus = resolve_inputs(corpus_file, None, config)[0]
+    vectors = distill_from_model(model, tokenizer, corpus, vocab, config)
+    seen = distill_from_model(model, tokenizer, corpus, vocab, replace(config, fill_unseen="none"))
+    alone = decontextualized(model, tokenizer, vocab, config)
+    # Reference: ridge fitted on (alone, seen) pairs, applied to the unseen entries alone.
+    expected, record = mapped_fill(alone[seen.words], seen.vectors, alone[["zebra", "quantum"]])
+    np.testing.assert_allclose(vectors[["zebra", "quantum"]], expected, atol=1e-4)
+    assert vectors.counts[vectors.words.index("zebra")] == 0
+    fill = vectors.meta["stats"]["fill"]
+    assert fill == record and fill["fitted_on"] == len(seen.words) >= MIN_FITTED
+    assert vectors.meta["stats"]["entries_filled"] == 2
+
+
+def test_fill_unseen_mapped_refuses_too_few_seen_entries(roberta_dir, corpus_file, vocab_file):
+    config = DistillConfig(model=str(roberta_dir), layers="1", fill_unseen="mapped")
+    with pytest.raises(ConfigError, match=f"fill_unseen: mapped needs at least {MIN_FITTED}"):
+        distill(corpus_file, vocab_file, config)

@@ -1,0 +1,115 @@
+"""`roberta-static finetune`: continue masked-LM training on a corpus, for `distill` to read."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import typer
+
+from roberta_static.errors import ConfigError
+from roberta_static.finetune import FINETUNE_FILE, RUN_DIR, FinetuneConfig
+
+from ._util import Flag, Opt, one_line_errors
+from .distill import _stop_on_signals
+from .options import (
+    ALLOW_PICKLE,
+    CORPUS,
+    DEVICE,
+    LANG,
+    MAX_LENGTH,
+    OVERWRITE,
+    QUIET,
+    SPACY_MODEL,
+    TEXT_FIELD,
+    TRUST_REMOTE_CODE,
+    Device,
+    DType,
+    quiet_transformers,
+)
+
+
+# fmt: off
+def finetune_command(
+    corpus: list[Path] = CORPUS,
+    model: str | None = Opt(None, "--model", "-m", help="Masked-LM model: hub id, local folder, or minilm (with --init-mlm-head)"),
+    out: Path | None = Opt(None, "--out", "-o", help="Output model folder (safetensors, tokenizer, finetune.json)"),
+    max_length: int | None = MAX_LENGTH,
+    mlm_probability: float = Opt(0.15, "--mlm-probability", min=0, max=1, help="Share of tokens masked"),
+    epochs: float = Opt(1.0, "--epochs", min=0, help="Passes over the corpus (unless --max-steps)"),
+    max_steps: int | None = Opt(None, "--max-steps", min=1, help="Optimizer steps to take", show_default="from --epochs"),
+    learning_rate: float = Opt(5e-5, "--learning-rate", min=0, help="Peak learning rate (AdamW, linear decay)"),
+    batch_size: int = Opt(8, "--batch-size", min=1, help="Blocks of --max-length tokens per step"),
+    warmup_ratio: float = Opt(0.06, "--warmup-ratio", min=0, max=1, help="Share of steps warming the learning rate up"),
+    seed: int = Opt(0, "--seed", min=0, help="Seed of the masking and of a new head"),
+    device: Device = DEVICE,
+    dtype: DType = Opt("auto", help="auto = bfloat16 mixed precision on CUDA, float32 elsewhere"),
+    eval_fraction: float = Opt(0.02, "--eval-fraction", min=0, max=0.5, help="Share of sentences held out to measure perplexity (0 = none)"),
+    save_every: int = Opt(500, "--save-every", min=1, help="Steps between checkpoints in OUT/.finetune"),
+    lang: str = LANG,
+    spacy_model: str | None = SPACY_MODEL,
+    text_field: str = TEXT_FIELD,
+    init_mlm_head: bool = Flag("--init-mlm-head", help="Train a new masked-LM head when the model has none (sentence encoders)"),
+    resume: Path | None = Opt(None, "--resume", help="Continue the interrupted run whose --out was this folder (its options are reused)"),
+    overwrite: bool = OVERWRITE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    allow_pickle: bool = ALLOW_PICKLE,
+    quiet: bool = QUIET,
+) -> None:
+    # fmt: on
+    """Continue masked-LM training of a model on your corpus; distill from the result."""
+    with one_line_errors():
+        if resume is not None:
+            out, config = resume, _saved_config(resume)
+        elif model is None or out is None:
+            raise ConfigError("finetune needs CORPUS, --model and --out (or --resume OUT)")
+        else:
+            config = FinetuneConfig(
+                model=model, max_length=max_length, mlm_probability=mlm_probability, epochs=epochs,
+                max_steps=max_steps, learning_rate=learning_rate, batch_size=batch_size,
+                warmup_ratio=warmup_ratio, seed=seed, device=device.value, dtype=dtype.value,
+                eval_fraction=eval_fraction, save_every=save_every, lang=lang,
+                spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
+                trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
+            )
+        if resume is not None and overwrite:
+            raise ConfigError("--resume continues a run and --overwrite replaces it: pass one")
+        from roberta_static.finetune import finetune
+
+        from .progress import FinetuneProgressBar
+
+        stop = threading.Event()
+        _stop_on_signals(stop)
+        quiet_transformers()
+        with FinetuneProgressBar(disable=quiet) as bar:
+            finetune(
+                corpus, out, config, overwrite=overwrite, resume=resume is not None,
+                progress=bar.update,
+                stop=stop,
+            )
+        if not quiet:
+            _summarise(out)
+
+
+def _saved_config(folder: Path) -> FinetuneConfig:
+    """The options of the interrupted run in ``folder``."""
+    record = folder / RUN_DIR / FINETUNE_FILE
+    try:
+        return FinetuneConfig(**json.loads(record.read_text(encoding="utf-8"))["config"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{folder}: no interrupted fine-tuning run to resume") from None
+
+
+def _summarise(out: Path) -> None:
+    record = json.loads((out / FINETUNE_FILE).read_text(encoding="utf-8"))
+    held_out = record["held_out"]
+    if held_out["perplexity_before"] is not None:
+        typer.echo(
+            f"held-out perplexity {held_out['perplexity_before']:,.2f} -> "
+            f"{held_out['perplexity_after']:,.2f}"
+        )
+    typer.echo(
+        f"{record['steps']:,} steps, {record['tokens_seen']:,} tokens in "
+        f"{record['seconds']:.1f} s; wrote {out}"
+    )

@@ -1,0 +1,54 @@
+"""The `report` command: one self-contained HTML page about a vectors folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._util import Arg, Flag, Opt, one_line_errors
+from .options import ALLOW_PICKLE, TRUST_REMOTE_CODE
+
+
+# fmt: off
+def report_command(
+    vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
+    out: Path = Opt(..., "--out", "-o", help="The HTML file to write", show_default=False),
+    words: str | None = Opt(None, "--words", help="Comma-separated words whose neighbours to list (default: a spread of frequent, rare and filled entries)"),
+    dataset: list[str] = Opt([], "--dataset", "-d", help="Also score on a word-pair dataset: simlex999, wordsim353 or a word1<TAB>word2<TAB>score file; repeat for several"),
+    sweep: Path | None = Opt(None, "--sweep", help="Folder written by sweep (default: VECTORS, when sweep wrote there)"),
+    sentence: str | None = Opt(None, "--sentence", help="Layer view: a sentence holding --word (needs --model)"),
+    word: str | None = Opt(None, "--word", help="Layer view: the word to follow through the layers"),
+    model: str | None = Opt(None, "--model", "-m", help="Layer view: the model the vectors were distilled with"),
+    overwrite: bool = Flag("--overwrite", help="Replace an existing report file"),
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    allow_pickle: bool = ALLOW_PICKLE,
+) -> None:
+    # fmt: on
+    """Write an HTML report: provenance, coverage, filled entries, neighbours, a 2-D map, scores."""
+    with one_line_errors():
+        from roberta_static.errors import ConfigError
+        from roberta_static.report import gather
+        from roberta_static.report_page import write_report
+
+        given = [name for name, value in (("--sentence", sentence), ("--word", word), ("--model", model)) if value]
+        if given and len(given) < 3:
+            raise ConfigError(f"the layer view needs --sentence, --word and --model; got only {', '.join(given)}")
+        chosen = [w.strip() for w in words.split(",") if w.strip()] if words else None
+        data = gather(vectors, chosen, dataset, sweep)
+        if given:
+            data.layer_view = _layer_view(vectors, model, sentence, word, trust_remote_code, allow_pickle)
+        typer.echo(f"wrote {write_report(data, out, overwrite)}")
+
+
+def _layer_view(vectors: Path, model: str, sentence: str, word: str, trust_remote_code: bool, allow_pickle: bool) -> object:
+    from roberta_static.encoder import load_pretrained
+    from roberta_static.layer_view import layer_view
+    from roberta_static.vectors import StaticVectors
+
+    from .options import make_config, quiet_transformers
+
+    quiet_transformers()
+    config = make_config(model=model, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
+    encoder, tokenizer = load_pretrained(config)
+    return layer_view(encoder, tokenizer, StaticVectors.load(vectors), sentence, word)

@@ -1,0 +1,197 @@
+"""Continued masked-LM training of an encoder on a corpus, before distilling from it.
+
+Hugging Face's ``Trainer`` does the training (checkpoints, resuming, mixed precision); this
+module feeds it the corpus as streamed blocks of whole sentences, checks the model has a
+masked-LM head, and writes the result with a ``finetune.json`` record beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .atomic import atomic_directory, check_output_dir
+from .config import _CHOICES, Device, DType
+from .errors import ConfigError, CorpusError, ModelLoadError, require_minimums
+
+FINETUNE_FILE = "finetune.json"
+RUN_DIR = ".finetune"  # Trainer's checkpoints of an unfinished run, inside the output folder
+MINIMUMS = {"max_length": 8, "max_steps": 1, "batch_size": 1, "save_every": 1}
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """All options of a fine-tuning run; written into ``finetune.json``.
+
+    Args:
+        model: Hub id, local folder or short name (``minilm``) of a masked-LM model.
+        max_length: Longest training block in tokens (default: the model's limit).
+        mlm_probability: Share of tokens masked.
+        epochs: Passes over the training sentences (ignored when ``max_steps`` is set).
+        max_steps: Optimizer steps to take.
+        learning_rate: Peak learning rate (AdamW, linear decay after warm-up).
+        batch_size: Blocks per optimizer step.
+        warmup_ratio: Share of the steps spent warming the learning rate up.
+        seed: Seed of the masking and of a new head.
+        device: ``auto`` picks CUDA, then MPS, then CPU.
+        dtype: ``auto`` trains in bfloat16 mixed precision on CUDA, float32 elsewhere.
+        eval_fraction: Share of sentences held out to measure perplexity (0 = none).
+        save_every: Steps between checkpoints of the run.
+        lang: Language of the blank spaCy pipeline that splits sentences.
+        spacy_model: An installed spaCy pipeline to segment with instead.
+        text_field: Field holding the text in JSONL corpus files.
+        init_mlm_head: Start a new masked-LM head when the model has none.
+        trust_remote_code: Allow model code from the hub.
+        allow_pickle: Allow pickled ``.bin`` weights when no safetensors file exists.
+
+    Example:
+        >>> FinetuneConfig(model="roberta-base", max_steps=100).mlm_probability
+        0.15
+
+    """
+
+    model: str
+    max_length: int | None = None
+    mlm_probability: float = 0.15
+    epochs: float = 1.0
+    max_steps: int | None = None
+    learning_rate: float = 5e-5
+    batch_size: int = 8
+    warmup_ratio: float = 0.06
+    seed: int = 0
+    device: Device = "auto"
+    dtype: DType = "auto"
+    eval_fraction: float = 0.02
+    save_every: int = 500
+    lang: str = "en"
+    spacy_model: str | None = None
+    text_field: str = "text"
+    init_mlm_head: bool = False
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("device", "dtype"):
+            if getattr(self, name) not in _CHOICES[name]:
+                allowed = ", ".join(_CHOICES[name])
+                raise ConfigError(f"expected one of {allowed}, got {getattr(self, name)!r}", name)
+        require_minimums(self, MINIMUMS)
+        for name, low, high in (
+            ("mlm_probability", 0.0, 1.0),
+            ("eval_fraction", 0.0, 0.5),
+            ("warmup_ratio", 0.0, 1.0),
+        ):
+            value = getattr(self, name)
+            if not low <= value < high or (name == "mlm_probability" and value == 0):
+                raise ConfigError(f"must be in [{low}, {high}), got {value}", field=name)
+        if not self.epochs > 0:
+            raise ConfigError(f"must be > 0, got {self.epochs}", field="epochs")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"must be > 0, got {self.learning_rate}", field="learning_rate")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict; ``FinetuneConfig(**d)`` reads it back."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class FinetuneProgress:
+    """One report of a running fine-tuning: steps done of ``total_steps``, last loss, tokens."""
+
+    step: int
+    total_steps: int
+    loss: float | None
+    tokens: int
+
+
+def finetune_run_entries(folder: Path) -> tuple[str, ...] | None:
+    """A fine-tuning output's entries, when ``folder`` holds one (see ``atomic.OwnEntries``)."""
+    if (folder / FINETUNE_FILE).is_file() or (folder / RUN_DIR / FINETUNE_FILE).is_file():
+        return ("*",)
+    return None
+
+
+def finetune(
+    corpus: str | Path | list[str | Path],
+    out: str | Path,
+    config: FinetuneConfig,
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    progress: Callable[[FinetuneProgress], None] | None = None,
+    stop: threading.Event | None = None,
+) -> Path:
+    """Continue masked-LM training of ``config.model`` on ``corpus``; write the model to ``out``.
+
+    ``out`` receives the model (safetensors), its tokenizer and ``finetune.json`` (options, base
+    model, steps, tokens seen, held-out perplexity before and after). Checkpoints go to
+    ``out/.finetune`` every ``config.save_every`` steps; ``resume`` continues from the latest.
+    Setting ``stop`` saves a checkpoint and raises :class:`Interrupted`.
+
+    Example:
+        >>> finetune("domain.txt", "domain-model", FinetuneConfig("roberta-base"))  # doctest: +SKIP
+
+    Raises:
+        CorpusError: The corpus holds no text.
+        ModelLoadError: The model cannot load, or has no masked-LM head and not ``init_mlm_head``.
+        OutputError: ``out`` holds other files, or is not empty and not ``overwrite``/``resume``.
+        Interrupted: ``stop`` was set; resume with ``resume=True``.
+
+    """
+    from .corpus import Corpus
+
+    out = Path(out)
+    run_dir = out / RUN_DIR
+    if resume:
+        if not (run_dir / FINETUNE_FILE).is_file():
+            raise ConfigError(f"{out}: no unfinished fine-tuning run to resume")
+    else:
+        check_output_dir(out, overwrite, (finetune_run_entries,))
+    texts = Corpus([corpus] if isinstance(corpus, (str, Path)) else corpus, config.text_field)
+    if next(iter(texts), None) is None:
+        raise CorpusError(f"{texts}: holds no text to train on")
+    from .training import Training
+
+    training = Training(texts, config, run_dir, progress, stop or threading.Event())
+    if not resume:
+        _prepare_run_dir(out, run_dir, overwrite, training.record())
+    record = training.run(resume)
+    with atomic_directory(out, True, (finetune_run_entries,)) as staging:
+        training.save(staging)
+        (staging / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
+    return out
+
+
+def _prepare_run_dir(out: Path, run_dir: Path, overwrite: bool, record: dict[str, Any]) -> None:
+    """A fresh run folder in ``out``, whose record marks the folder as ours."""
+    import shutil
+
+    if overwrite and run_dir.is_dir():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
+
+
+def perplexity(loss: float | None) -> float | None:
+    """``exp(loss)``, or None when there was nothing to evaluate."""
+    return None if loss is None or math.isnan(loss) else math.exp(min(loss, 50.0))
+
+
+def missing_head(model: Any, missing_keys: list[str]) -> list[str]:
+    """The masked-LM head weights that were not in the checkpoint (newly initialized)."""
+    prefix = model.base_model_prefix + "."
+    return sorted(k for k in missing_keys if not k.startswith(prefix))
+
+
+def refuse_headless(name: str, missing: list[str]) -> ModelLoadError:
+    """The one-line error for a model without masked-LM head weights."""
+    return ModelLoadError(
+        f"{name}: has no masked-LM head ({len(missing)} head weights missing); pass "
+        "--init-mlm-head to train a new one"
+    )

@@ -1,0 +1,231 @@
+"""The HTML report: every section, no external reference, one-line errors; a browser opens it."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from roberta_static import DistillConfig, StaticVectors, distill
+from roberta_static.cli import app
+from roberta_static.report import default_words, gather, map_rows, pca_2d
+from roberta_static.sweep import CSV_FILE, CSV_HEADER
+
+runner = CliRunner()
+CHROMIUM = Path("/usr/bin/chromium")
+SECTIONS = ("provenance", "coverage", "filled", "neighbours", "map")
+
+
+@pytest.fixture(scope="module")
+def vectors_dir(roberta_dir, tmp_path_factory):
+    from conftest import CORPUS_LINES
+
+    folder = tmp_path_factory.mktemp("report")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS_LINES) + "\n")
+    words = sorted({w.strip(".,;").lower() for line in CORPUS_LINES for w in line.split()})
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", fill_unseen="mapped")
+    distill(corpus, [*words, "zebra", "quantum"], config).save(folder / "vectors")
+    return folder / "vectors"
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def external_references(html: str) -> list[str]:
+    """src/href attributes of the page's markup that point off the page.
+
+    Inline scripts are left out: plotly.js carries attribution links for map tiles as strings in
+    its code (the browser test checks that no request leaves the page).
+    """
+    html = re.sub(r"(<script\b[^>]*>).*?</script>", r"\1</script>", html, flags=re.S | re.I)
+    return re.findall(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//[^"' >]*""", html, re.I)
+
+
+def test_report_holds_every_section_and_no_external_reference(vectors_dir, tmp_path):
+    out = tmp_path / "report.html"
+    result = run("report", vectors_dir, "--out", out, "--words", "cat,zebra", "-d", "simlex999")
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    for section in (*SECTIONS, "evaluation"):
+        assert f'<section id="{section}">' in html, section
+    assert 'id="sweep"' not in html and 'id="layers"' not in html
+    assert external_references(html) == []
+    assert html.count("plotly.js v") == 1  # the library once, inline; figures share it
+    assert "held-out" in html.lower() and "mapped" in html
+    neighbours = html.split('<section id="neighbours">')[1].split("</section>")[0]
+    assert "cat <span" in neighbours and "zebra <span" in neighbours
+    assert "simlex999" in html.split('<section id="evaluation">')[1]
+
+
+def test_external_reference_check_can_fail():
+    assert external_references('<img src="https://cdn.plot.ly/x.png">') != []
+    assert external_references('<script src="https://cdn.plot.ly/x.js"></script>') != []
+    assert external_references("<a href='//example.org'>x</a>") != []
+
+
+def test_sweep_results_are_shown_when_the_folder_holds_them(vectors_dir, tmp_path):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    with open(sweep / CSV_FILE, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_HEADER)
+        for layer, rho in ((0, 40.5), (1, 47.25)):
+            writer.writerow([f"layer {layer}", layer, "none", "0.1", "simlex999", rho, 1.0, 9, 10])
+    out = tmp_path / "report.html"
+    assert run("report", vectors_dir, "--out", out, "--sweep", sweep).exit_code == 0
+    section = out.read_text().split('<section id="sweep">')[1]
+    assert "47.25" in section and "layer 1" in section
+
+
+def test_bad_input_is_one_line_and_writes_nothing(vectors_dir, tmp_path):
+    out = tmp_path / "report.html"
+    missing = run("report", tmp_path / "nope", "--out", out)
+    assert missing.exit_code == 1 and "not a roberta-static vectors folder" in missing.output
+    unknown = run("report", vectors_dir, "--out", out, "--words", "cat,unicorn")
+    assert unknown.exit_code == 1 and "'unicorn' has no vector" in unknown.output
+    no_sweep = run("report", vectors_dir, "--out", out, "--sweep", tmp_path)
+    assert no_sweep.exit_code == 1 and "no sweep.csv" in no_sweep.output
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    out.write_text("mine")
+    again = run("report", vectors_dir, "--out", out)
+    assert again.exit_code == 1 and "pass --overwrite" in again.output
+    assert out.read_text() == "mine"
+    assert run("report", vectors_dir, "--out", out, "--overwrite").exit_code == 0
+
+
+def test_default_words_spread_from_frequent_to_rare_and_filled():
+    counts = np.array([9, 0, 1, 5, 3, 7, 2, 0, 4, 6, 8])
+    vectors = StaticVectors([f"w{i}" for i in range(11)], np.eye(11), counts)
+    top, middle, rare, filled = (
+        ["w0", "w10", "w5"],
+        ["w9", "w3", "w8"],
+        ["w4", "w6", "w2"],
+        ["w1", "w7"],
+    )
+    assert default_words(vectors) == [*top, *middle, *rare, *filled]
+
+
+def test_map_keeps_filled_entries_and_the_most_frequent():
+    counts = np.array([0, 5, 0, 9, 1, 7])
+    assert map_rows(counts, limit=4).tolist() == [0, 2, 3, 5]
+
+
+def test_pca_matches_the_top_components():
+    x = np.random.default_rng(0).normal(size=(50, 6)) * [5, 3, 1, 1, 1, 1]
+    xy = pca_2d(x)
+    centered = x - x.mean(0)
+    _, vectors = np.linalg.eigh(np.cov(centered.T))
+    expected = centered @ vectors[:, ::-1][:, :2]
+    np.testing.assert_allclose(np.abs(xy), np.abs(expected), atol=1e-8)
+
+
+def test_gather_without_sweep_or_datasets(vectors_dir):
+    data = gather(vectors_dir, umap=False)
+    assert data.sweep is None and data.scores == []
+    assert data.filled == ["zebra", "quantum"] and data.map.method == "pca"
+    assert data.map.xy.shape == (data.entries, 2)
+
+
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs a system Chromium (apt-get install chromium)"
+)
+def test_report_opens_in_a_browser_without_errors_and_draws_the_map(vectors_dir, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    out = tmp_path / "report.html"
+    assert run("report", vectors_dir, "--out", out).exit_code == 0
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )  # fmt: skip
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        errors, requests = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(out.as_uri())
+        page.wait_for_selector("#map .scatterlayer .point", timeout=20_000)
+        points = page.locator("#map .scatterlayer .point").count()
+        hidden = page.evaluate("document.querySelectorAll('#coverage .bars .point').length")
+        if os.environ.get("ROBERTA_STATIC_REPORT_SCREENSHOT"):
+            page.locator("#map").scroll_into_view_if_needed()
+            page.screenshot(path=os.environ["ROBERTA_STATIC_REPORT_SCREENSHOT"])
+        browser.close()
+    assert errors == []
+    assert points == len(StaticVectors.load(vectors_dir))
+    assert hidden > 0  # the histogram drew its bars
+    assert [url for url in requests if not url.startswith("file:")] == []
+
+
+def test_layer_view_against_eager_attention_and_a_one_occurrence_distillation(
+    roberta_dir, tmp_path
+):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    sentence = "The dog chased the cat across the garden."
+    corpus = tmp_path / "one.txt"
+    corpus.write_text(sentence + "\n")
+    # Distilled from layer 2 over this one sentence, the static vector of "cat" is its layer-2
+    # contextual vector there: the view's cosine at layer 2 is 1.
+    vectors = distill(corpus, ["cat", "dog"], DistillConfig(model=str(roberta_dir), layers="2"))
+    vectors.save(tmp_path / "vectors")
+    out = tmp_path / "report.html"
+    args = ("--sentence", sentence, "--word", "Cat", "--model", roberta_dir)
+    result = run("report", tmp_path / "vectors", "--out", out, *args)
+    assert result.exit_code == 0, result.output
+    assert '<section id="layers">' in out.read_text()
+
+    from roberta_static.layer_view import layer_view
+
+    model = AutoModel.from_pretrained(roberta_dir, attn_implementation="eager")
+    tokenizer = AutoTokenizer.from_pretrained(roberta_dir)
+    view = layer_view(model, tokenizer, vectors, sentence, "cat")
+    assert len(view.cosines) == 3 and view.cosines[2] == pytest.approx(1.0, abs=1e-4)
+    encoded = tokenizer(sentence, return_tensors="pt", return_offsets_mapping=True)
+    spans = encoded.pop("offset_mapping")[0].tolist()
+    start = sentence.index("cat")
+    rows = [i for i, (a, b) in enumerate(spans) if a < start + 3 and b > start and b > a]
+    with torch.no_grad():
+        attentions = model(**encoded, output_attentions=True).attentions
+    tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
+    for layer, weights in enumerate(attentions):
+        mean = weights[0].mean(0)[rows].mean(0)
+        top = torch.topk(mean, 5)
+        expected = [
+            (tokens[i], round(float(w), 3)) for w, i in zip(top.values, top.indices, strict=True)
+        ]
+        assert [w for _, w in view.attention[layer]] == [w for _, w in expected]
+
+
+def test_layer_view_needs_its_three_options_and_the_word_in_the_sentence(
+    vectors_dir, roberta_dir, tmp_path
+):
+    out = tmp_path / "report.html"
+    partial = run("report", vectors_dir, "--out", out, "--word", "cat")
+    assert (
+        partial.exit_code == 1
+        and "needs --sentence, --word and --model; got only --word" in partial.output
+    )
+    absent = run(
+        "report",
+        vectors_dir,
+        "--out",
+        out,
+        "--sentence",
+        "A dog.",
+        "--word",
+        "cat",
+        "--model",
+        roberta_dir,
+    )
+    assert absent.exit_code == 1 and "--word: 'cat' does not occur in the sentence" in absent.output
+    assert not out.exists()
