@@ -24,7 +24,6 @@ from .options import (
     SPACY_MODEL,
     TEXT_FIELD,
     TRUST_REMOTE_CODE,
-    Device,
     DType,
     quiet_transformers,
 )
@@ -43,7 +42,7 @@ def finetune_command(
     batch_size: int = Opt(8, "--batch-size", min=1, help="Blocks of --max-length tokens per step"),
     warmup_ratio: float = Opt(0.06, "--warmup-ratio", min=0, max=1, help="Share of steps warming the learning rate up"),
     seed: int = Opt(0, "--seed", min=0, help="Seed of the masking and of a new head"),
-    device: Device = DEVICE,
+    device: str = DEVICE,
     dtype: DType = Opt("auto", help="auto = bfloat16 mixed precision on CUDA, float32 elsewhere"),
     eval_fraction: float = Opt(0.02, "--eval-fraction", min=0, max=0.5, help="Share of sentences held out to measure perplexity (0 = none)"),
     save_every: int = Opt(500, "--save-every", min=1, help="Steps between checkpoints in OUT/.finetune"),
@@ -68,7 +67,7 @@ def finetune_command(
             config = FinetuneConfig(
                 model=model, max_length=max_length, mlm_probability=mlm_probability, epochs=epochs,
                 max_steps=max_steps, learning_rate=learning_rate, batch_size=batch_size,
-                warmup_ratio=warmup_ratio, seed=seed, device=device.value, dtype=dtype.value,
+                warmup_ratio=warmup_ratio, seed=seed, device=device, dtype=dtype.value,
                 eval_fraction=eval_fraction, save_every=save_every, lang=lang,
                 spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
                 trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
