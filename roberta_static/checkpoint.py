@@ -15,6 +15,9 @@ import json
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,6 +228,10 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
     return found
 
 
+class StopNow(KeyboardInterrupt):
+    """Raised by :meth:`Checkpointing.request_stop` where stopping at once loses nothing."""
+
+
 @dataclass
 class Checkpointing:
     """When and where a run writes checkpoints.
@@ -232,15 +239,41 @@ class Checkpointing:
     Args:
         folder: The output folder; checkpoints go to ``folder/.checkpoint``.
         every_seconds: Time between checkpoints (0: only when stopped).
-        stop: Set it (from a signal handler, say) to checkpoint after the batch in hand and raise
-            :class:`~roberta_static.errors.Interrupted`.
+        stop: Set it (from another thread, say) to checkpoint after the batch in hand and raise
+            :class:`~roberta_static.errors.Interrupted`; a signal handler calls
+            :meth:`request_stop` instead.
 
     Attributes:
         written: Whether this run has written a checkpoint.
+        nothing_to_lose: Whether stopping this instant loses no work a checkpoint would keep:
+            before the pass adds its first batch, and while the encoder computes a batch whose
+            result is not yet added. The pass keeps it up to date.
 
     """
 
     folder: Path
     every_seconds: float = 600.0
-    stop: Any = None
+    stop: Any = field(default_factory=threading.Event)
     written: bool = False
+    nothing_to_lose: bool = True
+
+    def request_stop(self) -> None:
+        """Ask the run to stop; call it from the main thread's signal handler.
+
+        Sets ``stop``; where nothing would be lost, also raises :class:`StopNow` there and then,
+        so model loading, counting or a batch in the encoder does not hold the stop up. The pass
+        turns a :class:`StopNow` into a checkpoint when it has work to keep.
+        """
+        self.stop.set()
+        if self.nothing_to_lose:
+            self.nothing_to_lose = False  # a second request waits for the first to finish
+            raise StopNow
+
+    @contextmanager
+    def computing(self) -> Iterator[None]:
+        """While the encoder computes a batch that is not yet added: a stop may cut it short."""
+        self.nothing_to_lose = True
+        try:
+            yield
+        finally:
+            self.nothing_to_lose = False

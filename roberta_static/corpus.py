@@ -93,6 +93,18 @@ def is_compressed(path: Path) -> bool:
     return path.suffix in _DECOMPRESSORS
 
 
+def check_readable(files: Iterable[Path]) -> None:
+    """Read the first bytes of each file, so a mislabelled or damaged header fails before a run.
+
+    Raises:
+        CorpusError: A file cannot be opened, or a ``.gz``/``.bz2``/``.xz`` file is not one.
+
+    """
+    for path in files:
+        with _read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
+            stream.read(1)
+
+
 def is_jsonl(path: Path) -> bool:
     """Whether a file holds JSON lines (``.jsonl`` or ``.ndjson``, optionally compressed)."""
     suffixes = path.suffixes
@@ -223,7 +235,9 @@ class Corpus:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise CorpusError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+            raise CorpusError(
+                f"{path}:{number}: not valid JSON ({error.msg} at column {error.colno})"
+            ) from None
         text = record.get(self.text_field) if isinstance(record, dict) else None
         if not isinstance(text, str):
             raise CorpusError(f"{path}:{number}: no string field {self.text_field!r}")

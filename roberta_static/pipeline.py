@@ -19,7 +19,7 @@ from . import __version__
 from .accumulate import Accumulator, mean_vectors, output_dim
 from .checkpoint import Checkpoint, Checkpointing
 from .config import DistillConfig
-from .corpus import Corpus, TextCorpus
+from .corpus import Corpus, TextCorpus, check_readable
 from .encoder import Encoder, free_memory, load_pretrained, model_fingerprint
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .fill import mapped_fill
@@ -93,6 +93,7 @@ def resolve_inputs(
     else:
         paths = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
         source = Corpus(paths, config.text_field)
+        check_readable(source.files)
     if isinstance(vocab, (str, os.PathLike)):
         vocab = Vocabulary.from_file(vocab, config.case)
     elif vocab is not None and not isinstance(vocab, Vocabulary):

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from .accumulate import Accumulator
 from .batching import Batch, EncodeStats, SubwordEncoder, make_batches
-from .checkpoint import CHECKPOINT_DIR, Checkpoint, Checkpointing, corpus_identity, save_checkpoint
+from .checkpoint import (
+    CHECKPOINT_DIR,
+    Checkpoint,
+    Checkpointing,
+    StopNow,
+    corpus_identity,
+    save_checkpoint,
+)
 from .config import DistillConfig
 from .corpus import START, Corpus, Position, TextCorpus
 from .encoder import Encoder
@@ -146,41 +154,41 @@ class SerialPass:
         """Encode and accumulate every chunk; with ``checkpointing``, save between batches."""
         stats = state.stats
         saver = _Saver(self, checkpointing, vocab, state.seconds_before, started)
-        chunks: Iterable[Chunk] = prefetch(self.producer.chunks(state))
+        chunks: Iterator[Chunk] = prefetch(self.producer.chunks(state))
         if state.leftover:
             resumed = Chunk(
                 state.leftover, replace(state, stats=replace(stats)), self.encoder.subwords.stats
             )
             chunks = itertools.chain([resumed], chunks)
-        for chunk in chunks:
+        done_chunk: Chunk | None = None
+        while True:
+            try:
+                # Waiting for the producer may be cut short too: the chunks before are all done.
+                with saver.computing():
+                    chunk = next(chunks, None)
+            except StopNow:
+                saver.stop_now(done_chunk, [], stats)
+            if chunk is None:
+                break
             for done, batch in enumerate(chunk.batches, start=1):
-                add_batch(self.encoder, batch, self.accumulator, self.config, stats)
-                self.report(
-                    Progress(
-                        "distill",
-                        self.corpus.bytes_read,
-                        self.corpus.total_bytes,
-                        stats.sentences,
-                        stats.tokens,
-                    )
-                )
+                try:
+                    with saver.computing():
+                        hidden = self.encoder.hidden_states(batch)
+                except StopNow:
+                    saver.stop_now(chunk, chunk.batches[done - 1 :], stats)
+                accumulate(hidden, batch, self.accumulator, self.config, stats)
+                self.report(self._progress(stats))
                 saver.after_batch(chunk, chunk.batches[done:], stats)
-        self.report(
-            Progress(
-                "distill",
-                self.corpus.bytes_read,
-                self.corpus.total_bytes,
-                stats.sentences,
-                stats.tokens,
-            )
-        )
-        subword_stats = self.encoder.subwords.stats
-        stats.sentences_encoded = subword_stats.sentences_encoded
-        stats.windows = subword_stats.windows
-        stats.split_sentences = subword_stats.split_sentences
-        stats.occurrences_without_subwords = subword_stats.occurrences_without_subwords
-        stats.occurrences_too_long = subword_stats.occurrences_too_long
+            done_chunk = chunk
+        self.report(self._progress(stats))
+        stats.add_encode_stats(self.encoder.subwords.stats)
         stats.batches_recomputed_float32 = self.encoder.float32_recomputes
+
+    def _progress(self, stats: RunStats) -> Progress:
+        corpus = self.corpus
+        return Progress(
+            "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
+        )
 
 
 class _Saver:
@@ -197,9 +205,20 @@ class _Saver:
         self.pass_, self.checkpointing, self.vocab = pass_, checkpointing, vocab
         self.seconds_before, self.started = seconds_before, started
         self.last_saved = time.monotonic()
+        self.added_any = False
+
+    @contextmanager
+    def computing(self) -> Iterator[None]:
+        """Around the encoder's work on a batch: a stop may cut it short (see ``stop_now``)."""
+        if self.checkpointing is None:
+            yield
+            return
+        with self.checkpointing.computing():
+            yield
 
     def after_batch(self, chunk: Chunk, leftover: list[Batch], stats: RunStats) -> None:
         """Save when due or stopping; on a stop, raise :class:`Interrupted` once saved."""
+        self.added_any = True
         checkpointing = self.checkpointing
         if checkpointing is None:
             return
@@ -210,10 +229,27 @@ class _Saver:
         self._save(checkpointing, chunk, leftover, stats)
         self.last_saved = time.monotonic()
         if stop:
-            raise Interrupted(
-                f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
-                f"resume with: roberta-static distill --resume {checkpointing.folder}"
-            )
+            raise self._stopped(checkpointing)
+
+    def stop_now(self, chunk: Chunk | None, leftover: list[Batch], stats: RunStats) -> NoReturn:
+        """A stop cut a batch short: save with that batch still to do, unless nothing was added.
+
+        Raises:
+            StopNow: This run added no batch, so there is nothing new to save.
+            Interrupted: Saved.
+
+        """
+        if chunk is None or not self.added_any or self.checkpointing is None:
+            raise StopNow
+        self._save(self.checkpointing, chunk, leftover, stats)
+        raise self._stopped(self.checkpointing)
+
+    @staticmethod
+    def _stopped(checkpointing: Checkpointing) -> Interrupted:
+        return Interrupted(
+            f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
+            f"resume with: roberta-static distill --resume {checkpointing.folder}"
+        )
 
     def _save(
         self, checkpointing: Checkpointing, chunk: Chunk, leftover: list[Batch], stats: RunStats
@@ -275,7 +311,14 @@ def add_batch(
     encoder: Encoder, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
 ) -> None:
     """Run the encoder on one batch and accumulate its occurrences."""
-    accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
+    accumulate(encoder.hidden_states(batch), batch, accumulator, config, stats)
+
+
+def accumulate(
+    hidden: Any, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
+) -> None:
+    """Add one batch's hidden states at its occurrences, and count its tokens."""
+    accumulator.add(hidden, batch, config.pool, config.combine)
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
 

@@ -468,6 +468,9 @@ def run_parallel(
             shard_states = _fresh_shards(pass_, plan_shards(corpus.files), stop)
         saver = _ParallelSaver(pass_, checkpointing, vocab) if checkpointing else None
         every = checkpointing.every_seconds if checkpointing is not None else 0.0
+        if checkpointing is not None:
+            # From here a stop pauses the workers and saves their work (the encoders are threads).
+            checkpointing.nothing_to_lose = False
         pass_.run(shard_states, stop, saver, every)
     sums, counts, stats = pass_.result(shard_states)
     taken = np.sum([entry.quota - entry.state.remaining for entry in shard_states], axis=0)
