@@ -28,6 +28,7 @@ from .progress import Plan, Progress, ProgressCallback, size_text
 from .runner import PassState, Producer, SerialPass, add_batch, contexts_allowed
 from .segment import load_segmenter
 from .stats import RunStats
+from .threads import torch_threads
 from .vectors import StaticVectors
 from .vocab import MatchedSentence, VocabMatcher, Vocabulary
 from .workers import default_workers, run_parallel
@@ -149,9 +150,11 @@ def distill_from_model(
             Encoder(copy.deepcopy(model), tokenizer, config.replace(device=device))
             for device in config.devices[1:]
         ]
-        sums, counts, stats, seen = run_parallel(
-            encoders, corpus, vocab, config, report, checkpointing, resume_from
-        )
+        on_cpu = any(one.device.type == "cpu" for one in encoders)
+        with torch_threads(on_cpu, cores_taken=config.workers or default_workers()):
+            sums, counts, stats, seen = run_parallel(
+                encoders, corpus, vocab, config, report, checkpointing, resume_from
+            )
         stats.entries = len(vocab)
         means, counts = mean_vectors(sums, counts)
     else:
@@ -164,9 +167,10 @@ def distill_from_model(
         producer = Producer(
             nlp, VocabMatcher(nlp, vocab), encoder.subwords, encoder.batch_tokens, corpus, config
         )
-        SerialPass(encoder, producer, accumulator, config, report).run(
-            state, checkpointing, vocab, started
-        )
+        with torch_threads(encoder.device.type == "cpu", cores_taken=1):  # the producer thread
+            SerialPass(encoder, producer, accumulator, config, report).run(
+                state, checkpointing, vocab, started
+            )
         means, counts = accumulator.means()
         seen = state.remaining < contexts_allowed(config)
     if resume_from is None:

@@ -1,7 +1,7 @@
 """Cut a corpus into shards that worker processes read independently.
 
-The plan depends on the files alone, never on the number of workers, so a run stopped with one
-worker count resumes exactly with another. A compressed file is one shard (a decompressor cannot
+The plan depends on the files alone, never on the number of workers (a checkpoint keeps it, so a
+run stopped with one worker count resumes exactly with another). A compressed file is one shard (a decompressor cannot
 start mid-stream); a plain file larger than ``shard_bytes`` is cut at line ends, and each piece
 knows the line number it starts at, so errors name the right line.
 """
@@ -13,7 +13,9 @@ from pathlib import Path
 
 from .corpus import Position, is_compressed
 
-SHARD_BYTES = 8_000_000
+SHARD_BYTES = 8_000_000  # the largest shard: what one worker holds up at the end of a run
+MIN_SHARD_BYTES = 64_000
+TARGET_SHARDS = 128  # enough to keep a 16-core machine's workers evenly busy
 _READ_BYTES = 1 << 24
 
 
@@ -28,9 +30,12 @@ class Shard:
 def plan_shards(files: list[Path], shard_bytes: int | None = None) -> list[Shard]:
     """Shards of ``files`` in corpus order: whole files, and large plain files cut at line ends.
 
-    ``shard_bytes`` defaults to ``SHARD_BYTES``, read when called.
+    ``shard_bytes`` defaults to a size that cuts the corpus into about ``TARGET_SHARDS`` shards,
+    between ``MIN_SHARD_BYTES`` and ``SHARD_BYTES``.
     """
-    shard_bytes = shard_bytes or SHARD_BYTES
+    if shard_bytes is None:
+        total = sum(path.stat().st_size for path in files)
+        shard_bytes = min(SHARD_BYTES, max(MIN_SHARD_BYTES, total // TARGET_SHARDS))
     shards = []
     for index, path in enumerate(files):
         starts = [(0, 1)] if is_compressed(path) else _line_cuts(path, shard_bytes)

@@ -38,6 +38,7 @@ from .runner import PassState, Producer, add_batch, contexts_allowed, torch_from
 from .segment import load_segmenter, segment
 from .shards import Shard, plan_shards
 from .stats import RunStats
+from .threads import usable_cores
 from .vocab import VocabMatcher, Vocabulary
 
 _POLL_SECONDS = 0.1
@@ -69,7 +70,7 @@ class _Setup:
 
 def default_workers() -> int:
     """The machine's cores minus one (for the encoder), at least 1."""
-    return max(1, (os.cpu_count() or 1) - 1)
+    return max(1, usable_cores() - 1)
 
 
 def quotas(counts: np.ndarray, max_contexts: int) -> np.ndarray:
