@@ -1,9 +1,9 @@
 """Cut a corpus into shards that worker processes read independently.
 
 The plan depends on the files alone, never on the number of workers (a checkpoint keeps it, so a
-run stopped with one worker count resumes exactly with another). A compressed file is one shard (a decompressor cannot
-start mid-stream); a plain file larger than ``shard_bytes`` is cut at line ends, and each piece
-knows the line number it starts at, so errors name the right line.
+run stopped with one worker count resumes exactly with another). A compressed file is one shard
+(a decompressor cannot start mid-stream); a plain file larger than ``shard_bytes`` is cut at line
+ends, and each piece knows the line number it starts at, so errors name the right line.
 """
 
 from __future__ import annotations
