@@ -119,9 +119,13 @@ def distill_command(
         export_formats = parse_formats(formats)
         check_options(export_formats, sif_coefficient)
         if resume is not None:
-            _refuse_with_resume(resume, out=out, vocab=vocab)
+            if out is not None and out.resolve() != resume.resolve():
+                raise ConfigError(
+                    f"--out with --resume: a resumed run writes into its own folder, {resume}; "
+                    "leave --out out"
+                )
             typed = {name: value for name, value in options.items() if _typed(ctx, name)}
-            out, corpus, config, saved = _resume(resume, corpus, typed)
+            out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
             check_output_dir(out, True, OUTPUT_KINDS)
         else:
             if given is None or out is None or not corpus:
@@ -169,7 +173,7 @@ def _typed(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def _resume(folder: Path, corpus: list[Path], typed: dict) -> tuple:
+def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -> tuple:
     """Output folder, corpus, config and state of the checkpointed run.
 
     Options typed again may change how the run goes (batch size, device), not its result: a
@@ -182,6 +186,11 @@ def _resume(folder: Path, corpus: list[Path], typed: dict) -> tuple:
     paths = corpus or [Path(path) for path in saved.files]
     files = list_corpus_files(paths)
     found = differences(saved, config, files)
+    if vocab is not None:
+        from roberta_static.vocab import Vocabulary
+
+        if Vocabulary.from_file(vocab, config.case).entries != saved.entries:
+            found.append(f"the vocabulary {vocab} differs from the checkpoint's")
     if found:
         raise ConfigError(f"{folder}: cannot resume: " + "; ".join(found))
     check_readable(files)
@@ -194,17 +203,6 @@ def _resume(folder: Path, corpus: list[Path], typed: dict) -> tuple:
         # Same content under other names: the run goes on over them and the checkpoint follows.
         typer.echo(f"note: resuming over renamed corpus files: {short_list(renamed, 3)}", err=True)
     return folder, paths, config, saved
-
-
-def _refuse_with_resume(folder: Path, **given: Path | None) -> None:
-    """Options a resumed run takes from its checkpoint: typed again, they would be ignored."""
-    why = {
-        "out": f"a resumed run writes into its own folder, {folder}",
-        "vocab": "a resumed run keeps its checkpoint's vocabulary",
-    }
-    for name, value in given.items():
-        if value is not None and not (name == "out" and value.resolve() == folder.resolve()):
-            raise ConfigError(f"--{name} with --resume: {why[name]}; leave --{name} out")
 
 
 def _check_fresh_output(out: Path, overwrite: bool) -> None:

@@ -30,7 +30,7 @@ from .segment import load_segmenter
 from .stats import RunStats
 from .threads import torch_threads
 from .vectors import StaticVectors
-from .vocab import MatchedSentence, VocabMatcher, Vocabulary
+from .vocab import MatchedSentence, VocabMatcher, Vocabulary, vocabulary_stats
 from .workers import default_workers, run_parallel
 
 
@@ -133,7 +133,7 @@ def distill_from_model(
     nlp = load_segmenter(config.lang, config.spacy_model)
     report = progress or (lambda _: None)
     if resume_from is not None:
-        vocab = Vocabulary(resume_from.entries, config.case)
+        vocab = Vocabulary(resume_from.entries, config.case, **resume_from.stats["vocabulary"])
     elif vocab is None:
         vocab = Vocabulary.from_corpus(
             nlp,
@@ -173,10 +173,7 @@ def distill_from_model(
             )
         means, counts = accumulator.means()
         seen = state.remaining < contexts_allowed(config)
-    if resume_from is None:
-        stats.vocabulary = {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
-    else:
-        stats.vocabulary = resume_from.stats["vocabulary"]
+    stats.vocabulary = vocabulary_stats(vocab)
     if stats.sentences == 0:
         raise CorpusError(f"{corpus}: corpus holds no text")
     keep = counts > 0

@@ -33,7 +33,7 @@ from .prefetch import prefetch
 from .progress import Progress, ProgressCallback
 from .segment import segment
 from .stats import RunStats
-from .vocab import MatchedSentence, VocabMatcher, Vocabulary
+from .vocab import MatchedSentence, VocabMatcher, Vocabulary, vocabulary_stats
 
 
 @dataclass
@@ -229,7 +229,7 @@ class _Saver:
         self._save(checkpointing, chunk, leftover, stats)
         self.last_saved = time.monotonic()
         if stop:
-            raise self._stopped(checkpointing)
+            raise stopped(checkpointing)
 
     def stop_now(self, chunk: Chunk | None, leftover: list[Batch], stats: RunStats) -> NoReturn:
         """A stop cut a batch short: save with that batch still to do, unless nothing was added.
@@ -242,14 +242,7 @@ class _Saver:
         if chunk is None or not self.added_any or self.checkpointing is None:
             raise StopNow
         self._save(self.checkpointing, chunk, leftover, stats)
-        raise self._stopped(self.checkpointing)
-
-    @staticmethod
-    def _stopped(checkpointing: Checkpointing) -> Interrupted:
-        return Interrupted(
-            f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
-            f"resume with: roberta-static distill --resume {checkpointing.folder}"
-        )
+        raise stopped(self.checkpointing)
 
     def _save(
         self, checkpointing: Checkpointing, chunk: Chunk, leftover: list[Batch], stats: RunStats
@@ -272,7 +265,7 @@ class _Saver:
                 corpus=corpus_identity(pass_.corpus.files, position),
                 entries=list(self.vocab.entries),
                 position=position,
-                stats=asdict(saved_stats),
+                stats=asdict(replace(saved_stats, vocabulary=vocabulary_stats(self.vocab))),
                 encode_stats=asdict(chunk.encode_stats),
                 sums=pass_.accumulator.sums.cpu().numpy(),
                 counts=pass_.accumulator.counts.cpu().numpy(),
@@ -281,6 +274,14 @@ class _Saver:
             ),
         )
         checkpointing.written = True
+
+
+def stopped(checkpointing: Checkpointing) -> Interrupted:
+    """The error a stopped run ends with, once its checkpoint is saved."""
+    return Interrupted(
+        f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
+        f"resume with: roberta-static distill --resume {checkpointing.folder}"
+    )
 
 
 def torch_from(array: np.ndarray, like: Any) -> Any:

@@ -28,18 +28,18 @@ import numpy as np
 
 from .accumulate import Accumulator, output_dim
 from .batching import Batch, EncodeStats, SubwordEncoder
-from .checkpoint import CHECKPOINT_DIR, Checkpoint, Checkpointing, corpus_identity, save_checkpoint
+from .checkpoint import Checkpoint, Checkpointing, corpus_identity, save_checkpoint
 from .config import DistillConfig
 from .corpus import Corpus, Position
 from .encoder import Encoder
 from .errors import CorpusError, Interrupted, RobertaStaticError
 from .progress import Progress, ProgressCallback
-from .runner import PassState, Producer, add_batch, contexts_allowed, torch_from
+from .runner import PassState, Producer, add_batch, contexts_allowed, stopped, torch_from
 from .segment import load_segmenter, segment
 from .shards import Shard, plan_shards
 from .stats import RunStats
 from .threads import usable_cores
-from .vocab import VocabMatcher, Vocabulary
+from .vocab import VocabMatcher, Vocabulary, vocabulary_stats
 
 _POLL_SECONDS = 0.1
 
@@ -507,6 +507,7 @@ class _ParallelSaver:
         pass_, checkpointing = self.pass_, self.checkpointing
         sums, counts, stats = pass_.result(shard_states)
         stats.seconds += time.perf_counter() - pass_.started
+        stats.vocabulary = vocabulary_stats(self.vocab)
         files = pass_.corpus.files
         everything = Position(len(files), 0, 1, 0)
         save_checkpoint(
@@ -529,10 +530,7 @@ class _ParallelSaver:
         )
         checkpointing.written = True
         if checkpointing.stop is not None and checkpointing.stop.is_set():
-            raise Interrupted(
-                f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
-                f"resume with: roberta-static distill --resume {checkpointing.folder}"
-            )
+            raise stopped(checkpointing)
         return True
 
 

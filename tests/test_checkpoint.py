@@ -151,6 +151,17 @@ def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, voc
     assert changed.returncode == 1
     # Only what the user typed and what changes the result is compared: not --chunk-sentences.
     assert changed.stderr.strip().endswith("cannot resume: layers was [1, 2], now [1]")
+    other_vocab = tmp_path / "other.txt"
+    other_vocab.write_text("another\nlist\n")
+    refused = subprocess.run(
+        ["roberta-static", "distill", "--resume", str(out), "--vocab", str(other_vocab)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.stderr.strip().endswith(
+        f"cannot resume: the vocabulary {other_vocab} differs from the checkpoint's"
+    )
     long_corpus.write_text("An edited first line.\n" + long_corpus.read_text())
     edited = subprocess.run(
         ["roberta-static", "distill", "--resume", str(out)],
