@@ -77,7 +77,7 @@ def distill_command(
     batch_tokens: int | None = BATCH_TOKENS,
     max_length: int | None = MAX_LENGTH,
     device: str = DEVICE,
-    workers: int | None = WORKERS,
+    workers: int = WORKERS,
     dtype: DType = DTYPE,
     case: Case = CASE,
     lang: str = LANG,

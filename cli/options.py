@@ -38,7 +38,7 @@ MAX_CONTEXTS = Opt(default("max_contexts"), min=least("max_contexts"), help="Occ
 BATCH_TOKENS = Opt(default("batch_tokens"), min=least("batch_tokens"), help="Token budget of one encoder batch, padding included", show_default="8192 on CPU, sized from free memory on GPU")
 MAX_LENGTH = Opt(None, min=least("max_length"), help="Longest encoder input in tokens", show_default="the model's limit")
 DEVICE = Opt(default("device"), help="auto = CUDA, then MPS, then CPU; cuda:1 names a GPU; several, comma separated (cuda:0,cuda:1), run one encoder on each")
-WORKERS = Opt(default("workers"), min=least("workers"), help="Processes that read, segment, match and tokenize the corpus; 1 = all in this process", show_default="the cores minus one")
+WORKERS = Opt(default("workers"), min=least("workers"), help="Processes that read, segment, match and tokenize the corpus; 1 = all in this process (see README: not yet faster on a GPU)")
 DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA, float32 elsewhere")
 CASE = Opt(default("case"), help="lower: match and store entries lower-cased; keep: exact case")
 LANG = Opt(default("lang"), help="Language of the blank spaCy pipeline used to split sentences and words")

@@ -122,8 +122,8 @@ class DistillConfig:
         max_length: Longest encoder input in tokens (default: the model's limit).
         device: ``auto`` picks CUDA, then MPS, then CPU; ``cuda:1`` names a GPU; several, comma
             separated (``cuda:0,cuda:1``), run one encoder on each.
-        workers: Processes that read, segment, match and tokenize the corpus (default: the
-            machine's cores minus one, at least 1); with 1 the pass runs in this process.
+        workers: Processes that read, segment, match and tokenize the corpus; with 1 (the
+            default) the pass runs in this process.
         dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
         case: ``lower`` matches and stores entries lower-cased; ``keep`` matches exactly.
         lang: Language of the blank spaCy pipeline used for segmentation.
@@ -156,7 +156,7 @@ class DistillConfig:
     chunk_sentences: int = _runtime(2048)
     max_length: int | None = None
     device: Device = _runtime("auto")
-    workers: int | None = _runtime(None)
+    workers: int = _runtime(1)
     dtype: DType = "auto"
     case: Case = "lower"
     lang: str = "en"

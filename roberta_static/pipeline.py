@@ -31,7 +31,7 @@ from .stats import RunStats
 from .threads import torch_threads
 from .vectors import StaticVectors
 from .vocab import MatchedSentence, VocabMatcher, Vocabulary, vocabulary_stats
-from .workers import default_workers, run_parallel
+from .workers import run_parallel
 
 
 def distill(
@@ -151,7 +151,7 @@ def distill_from_model(
             for device in config.devices[1:]
         ]
         on_cpu = any(one.device.type == "cpu" for one in encoders)
-        with torch_threads(on_cpu, cores_taken=config.workers or default_workers()):
+        with torch_threads(on_cpu, cores_taken=config.workers):
             sums, counts, stats, seen = run_parallel(
                 encoders, corpus, vocab, config, report, checkpointing, resume_from
             )
@@ -203,7 +203,7 @@ def _parallel(
     """Whether the pass runs in worker processes: several workers or encoders, over files."""
     if resume_from is not None and resume_from.shards is not None:
         return True
-    wanted = (config.workers or default_workers()) > 1 or len(config.devices) > 1
+    wanted = (config.workers) > 1 or len(config.devices) > 1
     return wanted and isinstance(corpus, Corpus) and resume_from is None
 
 

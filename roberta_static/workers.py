@@ -38,7 +38,6 @@ from .runner import PassState, Producer, add_batch, contexts_allowed, stopped, t
 from .segment import load_segmenter, segment
 from .shards import Shard, plan_shards
 from .stats import RunStats
-from .threads import usable_cores
 from .vocab import VocabMatcher, Vocabulary, vocabulary_stats
 
 _POLL_SECONDS = 0.1
@@ -66,11 +65,6 @@ class _Setup:
     pad_id: int
     batch_tokens: int
     config: dict[str, Any]
-
-
-def default_workers() -> int:
-    """The machine's cores minus one (for the encoder), at least 1."""
-    return max(1, usable_cores() - 1)
 
 
 def quotas(counts: np.ndarray, max_contexts: int) -> np.ndarray:
@@ -460,7 +454,7 @@ def run_parallel(
         Summed vectors (float64), counts, merged statistics, and which entries occur at all.
 
     """
-    workers = config.workers or default_workers()
+    workers = config.workers
     stop = checkpointing.stop if checkpointing is not None else None
     with ParallelPass(encoders, corpus, vocab, config, report, workers) as pass_:
         if resume_from is not None:
