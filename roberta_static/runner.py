@@ -90,8 +90,14 @@ class Producer:
         self.nlp, self.matcher, self.subwords, self.corpus = nlp, matcher, subwords, corpus
         self.batch_tokens, self.config = batch_tokens, config
 
-    def chunks(self, state: PassState, stop: Position | None = None) -> Iterator[Chunk]:
-        """Batches of the sentences that still hold an entry, a chunk at a time, to ``stop``."""
+    def chunks(
+        self, state: PassState, stop: Position | None = None, may_stop_early: bool = True
+    ) -> Iterator[Chunk]:
+        """Batches of the sentences that still hold an entry, a chunk at a time, to ``stop``.
+
+        With ``max_contexts``, reading ends once no entry may take more, if ``may_stop_early``
+        (a shard before the one where the serial pass would end is read to its end).
+        """
         stats, remaining = state.stats, state.remaining
         pending: list[MatchedSentence] = []
         position = state.position
@@ -106,7 +112,7 @@ class Producer:
                     pending.append(MatchedSentence(sentence.text, kept))
                 else:
                     stats.sentences_without_entries += 1
-            if self.config.max_contexts and not remaining.any():
+            if self.config.max_contexts and may_stop_early and not remaining.any():
                 stats.stopped_early = True
                 break
             if len(pending) >= self.config.chunk_sentences:

@@ -52,6 +52,7 @@ class ShardState:
     encode_stats: EncodeStats
     quota: np.ndarray
     done: bool = False
+    may_stop_early: bool = True
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,16 @@ class ParallelPass:
         pool.pause.clear()
         for index in pending:
             entry = shard_states[index]
-            pool.tasks.put(("encode", index, entry.shard, entry.state, entry.encode_stats))
+            pool.tasks.put(
+                (
+                    "encode",
+                    index,
+                    entry.shard,
+                    entry.state,
+                    entry.encode_stats,
+                    entry.may_stop_early,
+                )
+            )
         open_tasks = set(pending)
         pausing = False
         while open_tasks:
@@ -422,6 +432,7 @@ def _encode(
     shard: Shard,
     state: PassState,
     encode_stats: EncodeStats,
+    may_stop_early: bool,
 ) -> None:
     if pause.is_set():
         results.put(("paused", index, state, encode_stats))
@@ -429,7 +440,7 @@ def _encode(
     producer.subwords.stats = replace(encode_stats)
     earlier = producer.corpus.files[: shard.start.file]
     base = sum(path.stat().st_size for path in earlier) + shard.start.offset
-    for chunk in producer.chunks(state, shard.stop):
+    for chunk in producer.chunks(state, shard.stop, may_stop_early):
         bytes_done = max(0, producer.corpus.bytes_read - base)
         results.put(("batches", index, chunk.batches, bytes_done, chunk.state.stats.sentences))
         if pause.is_set():
@@ -473,19 +484,31 @@ def run_parallel(
 
 
 def _fresh_shards(pass_: ParallelPass, shards: list[Shard], stop: Any) -> list[ShardState]:
+    """Each shard's quota, and where the serial pass would stop reading.
+
+    The serial pass reads until every entry has its ``max_contexts``: a shard after that point is
+    never read, the shard holding it stops there, and every shard before it is read to its end
+    (it counts sentences, even where it may take no occurrence).
+    """
     limit = pass_.config.max_contexts
     allowed = np.full((len(shards), len(pass_.vocab)), contexts_allowed(pass_.config))
+    may_stop_early = [True] * len(shards)
+    skipped = [False] * len(shards)
     if limit and len(shards) > 1:
         # The last shard bounds no later one, so it is not counted: it takes what is left.
         counts = pass_.count(shards[:-1], stop)
         allowed[:-1] = quotas(counts, limit)
-        allowed[-1] = np.clip(limit - counts.sum(axis=0), 0, limit)
+        total = np.cumsum(counts, axis=0)
+        allowed[-1] = np.clip(limit - total[-1], 0, limit)
+        # Where every entry has its N, the serial pass stops: in that shard, and before the next.
+        saturated = (total >= limit).all(axis=1).tolist() + [True]
+        may_stop_early, skipped = saturated, [False, *saturated[:-1]]
     states = []
-    for shard, quota in zip(shards, allowed.astype(np.int64), strict=True):
-        # A shard that may take nothing is never read, as the serial pass stops before it.
-        stats = RunStats(stopped_early=not quota.any())
+    for index, (shard, quota) in enumerate(zip(shards, allowed.astype(np.int64), strict=True)):
+        stats = RunStats(stopped_early=skipped[index])
         state = PassState(shard.start, quota.copy(), stats)
-        states.append(ShardState(shard, state, EncodeStats(), quota, done=stats.stopped_early))
+        early = may_stop_early[index]
+        states.append(ShardState(shard, state, EncodeStats(), quota, skipped[index], early))
     return states
 
 
@@ -534,6 +557,7 @@ def _shard_record(entry: ShardState) -> dict[str, Any]:
         "stop": asdict(entry.shard.stop),
         "position": asdict(entry.state.position),
         "done": entry.done,
+        "may_stop_early": entry.may_stop_early,
         "stats": asdict(entry.state.stats),
         "encode_stats": asdict(entry.encode_stats),
     }
@@ -555,5 +579,7 @@ def restore_shards(saved: Checkpoint, pass_: ParallelPass) -> list[ShardState]:
         shard = Shard(Position(**record["start"]), Position(**record["stop"]))
         state = PassState(Position(**record["position"]), remaining, RunStats(**record["stats"]))
         encode = EncodeStats(**record["encode_stats"])
-        states.append(ShardState(shard, state, encode, quota, record["done"]))
+        states.append(
+            ShardState(shard, state, encode, quota, record["done"], record["may_stop_early"])
+        )
     return states

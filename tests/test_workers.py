@@ -72,20 +72,26 @@ def assert_same_vectors(serial, parallel):
     assert cosine.min() >= 0.99999
 
 
-@pytest.mark.parametrize("max_contexts", [0, 7])
+FREQUENT = ["cat", "dog", "garden", "new york"]
+
+
+@pytest.mark.parametrize(
+    ("max_contexts", "entries"),
+    # 130: cat, dog and garden have theirs in a.txt, new york only in b.txt.gz, and the serial
+    # pass stops there; shards where cat may take nothing are still read for new york.
+    [(0, None), (7, None), (130, FREQUENT)],
+)
 def test_workers_and_two_encoders_give_the_serial_vectors_and_counts(
-    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts
+    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts, entries
 ):
     config = DistillConfig(model=str(roberta_dir), layers="1-2", max_contexts=max_contexts)
-    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
-    parallel = distill(corpus_folder, vocab_file, config.replace(workers=2, device="cpu,cpu"))
+    vocab = entries or vocab_file
+    serial = distill(corpus_folder, vocab, config.replace(workers=1))
+    parallel = distill(corpus_folder, vocab, config.replace(workers=2, device="cpu,cpu"))
     assert_same_vectors(serial, parallel)
-    # Chunks end at shard ends (other padding); with max_contexts the serial pass reads on while
-    # any entry lacks contexts, a shard only while it may take some: what is read differs.
-    compared = serial.meta["stats"].keys() - {"seconds", "padded_tokens"}
-    if max_contexts:
-        compared = {"occurrences_used"} | {k for k in compared if k.startswith("entries")}
-    for key in compared:
+    assert serial.meta["stats"]["stopped_early"] == (entries is not None)
+    # Chunks end at shard ends, so batches (and their padding) differ; everything else is equal.
+    for key in serial.meta["stats"].keys() - {"seconds", "padded_tokens"}:
         assert parallel.meta["stats"][key] == serial.meta["stats"][key], key
 
 
