@@ -1,16 +1,18 @@
 """Throughput benchmark: our engine against the original algorithm and against the encoder alone.
 
 (a) ``distill`` end to end (segmentation, matching, tokenization, encoder, pooling);
-(b) the original algorithm, re-implemented here: for each vocabulary word, scan the corpus for lines
-    holding it (up to 2,000), run the model on each line alone (batch size 1, float32, all hidden
-    states) and average; timed on a random sample of the vocabulary and reported per word;
+(b) the original algorithm, re-implemented from its documentation: sentences split on line breaks
+    and periods; for each vocabulary word, the sentences holding it as a whole word (lower-cased),
+    up to 2,000, those over 512 tokens discarded; one forward pass per (word, sentence), batch size
+    1, float32; the chosen layers summed; timed on a random sample of the vocabulary, per word;
 (c) the encoder alone on exactly the batches (a) built, already tokenized: the ceiling for (a).
 
 Input: gensim's Wikipedia excerpt + lee_background.cor (2.6 MB), the SimLex-999 + WordSim-353
 vocabulary, the offline all-MiniLM-L6-v2 on CPU (or ``--model``). ``--scaling`` adds runs on the
 corpus repeated x1, x2, x4, each in a fresh process, for time and peak memory.
 
-Usage: python benchmarks/throughput.py [--model PATH | --random-roberta-base] [--dtype D]
+Usage: python benchmarks/throughput.py [--model PATH | --random-roberta-base] [--dtype D] [--workers N]
+       [--corpus FILE] [--vocab FILE]
        [--baseline-words 30] [--peak-tflops T] [--scaling | --scaling-only]
 """
 
@@ -30,8 +32,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gensim_corpus import lee_documents, wiki_paragraphs
-from quality import dataset_words, minilm_path
 
 from roberta_static import DistillConfig
 from roberta_static.corpus import Corpus
@@ -141,42 +141,86 @@ def run_encoder_alone(model, tokenizer, config: DistillConfig, batches) -> float
     return time.perf_counter() - start
 
 
+def original_sentences(lines: list[str]) -> list[str]:
+    """The original tool's units: the text split on line breaks and on periods."""
+    return [part.strip() for line in lines for part in line.split(".") if part.strip()]
+
+
 def run_original(
-    model_path: str, lines: list[str], words: list[str], max_contexts: int = 2000
-) -> tuple[float, int]:
-    """(b): per word, per line, batch size 1, float32, all hidden states."""
+    model_path: str, lines: list[str], words: list[str], layers: tuple[int, ...]
+) -> tuple[float, int, int]:
+    """(b): the original algorithm as its documentation describes it.
+
+    For each word: every sentence holding it as a whole word (lower-cased match), up to 2,000
+    sentences; a sentence over 512 tokens is discarded, not truncated; one forward pass per
+    (word, sentence), batch size 1, float32; the word's subwords averaged over the chosen layers
+    summed; the sentence vectors averaged. Returns seconds, forward passes, discarded sentences.
+    """
+    import re
+
     from transformers import AutoModel, AutoTokenizer
 
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModel.from_pretrained(model_path).eval()
-    lowered = [line.lower() for line in lines]
-    passes = 0
+    model = AutoModel.from_pretrained(model_path).float().eval().to(device)
+    sentences = original_sentences(lines)
+    lowered = [sentence.lower() for sentence in sentences]
+    passes = discarded = 0
     start = time.perf_counter()
     for word in words:
+        pattern = re.compile(rf"(?<!\w){re.escape(word.lower())}(?!\w)")
         vectors = []
-        for line, low in zip(lines, lowered, strict=True):
-            position = low.find(word)
-            if position < 0:
+        for sentence, low in zip(sentences, lowered, strict=True):
+            match = pattern.search(low)
+            if match is None:
                 continue
-            encoding = tokenizer(
-                line, return_offsets_mapping=True, truncation=True, return_tensors="pt"
-            )
-            offsets = encoding.pop("offset_mapping")[0]
+            encoding = tokenizer(sentence, return_offsets_mapping=True, return_tensors="pt")
+            if encoding["input_ids"].shape[1] > 512:
+                discarded += 1
+                continue
+            offsets = encoding.pop("offset_mapping")[0].to(device)
             with torch.no_grad():
-                states = model(**encoding, output_hidden_states=True).hidden_states
+                states = model(**encoding.to(device), output_hidden_states=True).hidden_states
             passes += 1
-            inside = (offsets[:, 0] < position + len(word)) & (offsets[:, 1] > position)
+            summed = torch.stack([states[layer][0] for layer in layers]).sum(0)
+            inside = (offsets[:, 0] < match.end()) & (offsets[:, 1] > match.start())
             if inside.any():
-                vectors.append(torch.stack(states)[:, 0, inside].mean(dim=(0, 1)))
-            if len(vectors) >= max_contexts:
+                vectors.append(summed[inside].mean(0))
+            if len(vectors) >= 2000:
                 break
         if vectors:
             torch.stack(vectors).mean(0)
-    return time.perf_counter() - start, passes
+    return time.perf_counter() - start, passes, discarded
 
 
-def write_corpus(path: Path, repeat: int = 1, lines: int = 0) -> list[str]:
-    text = [*wiki_paragraphs(), *lee_documents()]
+def corpus_lines(corpus: str | None) -> list[str]:
+    """The lines of ``--corpus``, or gensim's Wikipedia excerpt and Lee documents."""
+    if corpus:
+        return [line for line in Path(corpus).read_text().splitlines() if line.strip()]
+    from gensim_corpus import lee_documents, wiki_paragraphs
+
+    return [*wiki_paragraphs(), *lee_documents()]
+
+
+def vocabulary_words(vocab: str | None) -> list[str]:
+    """The words of ``--vocab``, or those of SimLex-999 and WordSim-353."""
+    if vocab:
+        return [line.strip() for line in Path(vocab).read_text().splitlines() if line.strip()]
+    from quality import dataset_words
+
+    return dataset_words()
+
+
+def default_model() -> str:
+    from quality import minilm_path
+
+    return minilm_path()
+
+
+def write_corpus(
+    path: Path, repeat: int = 1, lines: int = 0, corpus: str | None = None
+) -> list[str]:
+    text = corpus_lines(corpus)
     if lines:
         text = text[:lines]
     path.write_text("\n".join(text * repeat) + "\n")
@@ -195,7 +239,7 @@ def scaling_child(model: str, repeat: int, lines: int) -> None:
             model_obj,
             tokenizer,
             Corpus([corpus_file]),
-            Vocabulary.from_entries(dataset_words()),
+            Vocabulary.from_entries(vocabulary_words(None)),
             config,
         )
         print(
@@ -228,40 +272,41 @@ def main() -> None:
         help="instead of --model: RobertaConfig() with random weights, BPE trained on the corpus",
     )
     parser.add_argument("--peak-tflops", type=float, help="the device's peak, for model FLOP use")
+    parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
+    parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
+    parser.add_argument("--workers", type=int, default=1, help="(a)'s worker processes")
     parser.add_argument("--scaling-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    model_path = args.model or minilm_path()
+    model_path = args.model or (None if args.random_roberta_base else default_model())
     if args.scaling_child:
         scaling_child(model_path, args.scaling_child, args.scaling_lines)
         return
     print(f"hardware: {hardware()}")
     if not args.scaling_only:
-        model = None if args.random_roberta_base else model_path
-        compare(model, args.dtype, args.baseline_words, args.peak_tflops)
+        compare(model_path, args)
     if args.scaling or args.scaling_only:
         scaling(model_path, args.scaling_lines)
 
 
-def compare(
-    model_path: str | None, dtype: str, baseline_words: int, peak_tflops: float | None
-) -> None:
+def compare(model_path: str | None, args: argparse.Namespace) -> None:
     """(a), (b) and (c) on the same input; without ``model_path``, a random roberta-base."""
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = Path(tmp) / "corpus.txt"
-        lines = write_corpus(corpus_file)
+        lines = write_corpus(corpus_file, corpus=args.corpus)
         if model_path is None:
             model_path = build_random_roberta_base(Path(tmp) / "roberta-base-random", lines)
-        words = dataset_words()
+        words = vocabulary_words(args.vocab)
         vocab = Vocabulary.from_entries(words)
-        config = DistillConfig(model=model_path, dtype=dtype)
+        config = DistillConfig(model=model_path, dtype=args.dtype, workers=args.workers)
         model, tokenizer = load_pretrained(config)
         vectors, ours_seconds, batches = run_ours(model, tokenizer, corpus_file, vocab, config)
         rss = peak_rss_mb()
         device_mb = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
         encoder_seconds = run_encoder_alone(model, tokenizer, config, batches)
         stats = vectors.meta["stats"]
-        sample = random.Random(0).sample(words, min(baseline_words, len(words)))
-        original_seconds, passes = run_original(model_path, lines, sample)
+        sample = random.Random(0).sample(words, min(args.baseline_words, len(words)))
+        layers = Encoder(model, tokenizer, config).layers
+        original_seconds, passes, discarded = run_original(model_path, lines, sample, layers)
         per_token = flops_per_token(model, stats["tokens"], stats["padded_tokens"], batches)
 
     ours_wps = len(words) / ours_seconds
@@ -276,7 +321,7 @@ def compare(
         f"(a) ours:          {ours_seconds:8.1f} s  {ours_wps:8.2f} vocabulary words/s  {stats['tokens'] / ours_seconds:9,.0f} model tokens/s"
     )
     print(
-        f"(b) original:      {original_seconds:8.1f} s for {len(sample)} sampled words ({passes:,} forward passes)  {original_wps:8.3f} vocabulary words/s"
+        f"(b) original:      {original_seconds:8.1f} s for {len(sample)} sampled words ({passes:,} forward passes, {discarded:,} sentences over 512 tokens discarded)  {original_wps:8.3f} vocabulary words/s"
     )
     print(
         f"(c) encoder alone: {encoder_seconds:8.1f} s  {stats['tokens'] / encoder_seconds:9,.0f} model tokens/s on the same {len(batches):,} batches"
@@ -291,7 +336,9 @@ def compare(
     print(f"peak RSS {rss:,.0f} MB; peak device memory {device_mb:,.0f} MB")
     achieved = per_token * stats["tokens"] / ours_seconds / 1e12
     use = (
-        f", {achieved / peak_tflops:.1%} of the {peak_tflops:g} TFLOP/s peak" if peak_tflops else ""
+        f", {achieved / args.peak_tflops:.1%} of the {args.peak_tflops:g} TFLOP/s peak"
+        if args.peak_tflops
+        else ""
     )
     print(
         f"model FLOPs: {per_token / 1e6:,.1f} M per token; {achieved:.3f} TFLOP/s end to end{use}"

@@ -12,7 +12,8 @@ from pathlib import Path
 import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir
-from roberta_static.checkpoint import CHECKPOINT_DIR, Checkpointing, checkpoint_entries
+from roberta_static.checkpoint import CHECKPOINT_DIR, Checkpointing, StopNow, checkpoint_entries
+from roberta_static.corpus import check_readable, list_corpus_files
 from roberta_static.errors import (
     ConfigError,
     Interrupted,
@@ -20,6 +21,7 @@ from roberta_static.errors import (
     RobertaStaticError,
     short_list,
 )
+from roberta_static.model_source import SPACY_PREFIX, resolve_model_name
 from roberta_static.vectors import vectors_folder_entries
 
 from ._util import Arg, Flag, Opt, check_not_flag_values, one_line_errors
@@ -45,9 +47,9 @@ from .options import (
     TEXT_FIELD,
     TRUST_REMOTE_CODE,
     VOCAB,
+    WORKERS,
     Case,
     Combine,
-    Device,
     DType,
     FillUnseen,
     Pool,
@@ -74,7 +76,8 @@ def distill_command(
     max_contexts: int = MAX_CONTEXTS,
     batch_tokens: int | None = BATCH_TOKENS,
     max_length: int | None = MAX_LENGTH,
-    device: Device = DEVICE,
+    device: str = DEVICE,
+    workers: int = WORKERS,
     dtype: DType = DTYPE,
     case: Case = CASE,
     lang: str = LANG,
@@ -104,7 +107,7 @@ def distill_command(
         options = dict(
             model=model, layers=layers, combine=combine, pool=pool, max_contexts=max_contexts,
             batch_tokens=batch_tokens, chunk_sentences=chunk_sentences, max_length=max_length,
-            device=device, dtype=dtype, case=case, lang=lang, spacy_model=spacy_model,
+            device=device, workers=workers, dtype=dtype, case=case, lang=lang, spacy_model=spacy_model,
             text_field=text_field, min_count=min_count, max_vocab=max_vocab,
             fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
@@ -116,27 +119,38 @@ def distill_command(
         export_formats = parse_formats(formats)
         check_options(export_formats, sif_coefficient)
         if resume is not None:
+            if out is not None and out.resolve() != resume.resolve():
+                raise ConfigError(
+                    f"--out with --resume: a resumed run writes into its own folder, {resume}; "
+                    "leave --out out"
+                )
             typed = {name: value for name, value in options.items() if _typed(ctx, name)}
-            out, corpus, config, saved = _resume(resume, corpus, typed)
+            out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
             check_output_dir(out, True, OUTPUT_KINDS)
         else:
             if given is None or out is None or not corpus:
                 raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
             config, saved = given, None
             _check_fresh_output(out, overwrite)
+            check_readable(list_corpus_files(corpus))
+        if not config.model.startswith(SPACY_PREFIX):
+            resolve_model_name(config.model)
         # torch, transformers and spaCy load only once the options and paths have passed.
         from roberta_static.pipeline import distill
 
         from .progress import DistillProgress
 
-        checkpointing = Checkpointing(out, checkpoint_every, threading.Event())
+        checkpointing = Checkpointing(out, checkpoint_every)
         quiet_transformers()
-        with _stop_on_signals(checkpointing.stop), DistillProgress(disable=quiet) as bar:
+        with _stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
             try:
                 vectors = distill(
                     corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
                     resume_from=saved,
                 )
+                checkpointing.nothing_to_lose = False  # the vectors are in hand: write them
+            except StopNow:
+                raise Interrupted(_stopped_before_any_batch(out, saved is not None)) from None
             except RobertaStaticError as error:
                 if isinstance(error, Interrupted) or not checkpointing.written:
                     raise
@@ -159,21 +173,35 @@ def _typed(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
-def _resume(folder: Path, corpus: list[Path], typed: dict) -> tuple:
+def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -> tuple:
     """Output folder, corpus, config and state of the checkpointed run.
 
     Options typed again may change how the run goes (batch size, device), not its result: a
     changed result option or a changed corpus is refused, naming what differs.
     """
     from roberta_static.checkpoint import differences, load_checkpoint
-    from roberta_static.corpus import list_corpus_files
 
     saved = load_checkpoint(folder)
     config = make_config(**{**saved.config, **typed})
     paths = corpus or [Path(path) for path in saved.files]
-    found = differences(saved, config, list_corpus_files(paths))
+    files = list_corpus_files(paths)
+    found = differences(saved, config, files)
+    if vocab is not None:
+        from roberta_static.vocab import Vocabulary
+
+        if Vocabulary.from_file(vocab, config.case).entries != saved.entries:
+            found.append(f"the vocabulary {vocab} differs from the checkpoint's")
     if found:
         raise ConfigError(f"{folder}: cannot resume: " + "; ".join(found))
+    check_readable(files)
+    renamed = [
+        f"{now} (was {before})"
+        for now, before in zip(files, saved.files, strict=False)
+        if str(now.resolve()) != before
+    ]
+    if renamed:
+        # Same content under other names: the run goes on over them and the checkpoint follows.
+        typer.echo(f"note: resuming over renamed corpus files: {short_list(renamed, 3)}", err=True)
     return folder, paths, config, saved
 
 
@@ -187,18 +215,27 @@ def _check_fresh_output(out: Path, overwrite: bool) -> None:
         )
 
 
+def _stopped_before_any_batch(out: Path, resumed: bool) -> str:
+    if resumed:
+        return (
+            f"stopped; the checkpoint in {out / CHECKPOINT_DIR} is unchanged; "
+            f"resume with: roberta-static distill --resume {out}"
+        )
+    return "stopped before any batch was encoded; nothing was saved"
+
+
 @contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Ctrl-C or SIGTERM: say so at once, finish the batch in hand, checkpoint, exit 130.
+def _stop_on_signals(checkpointing: Checkpointing) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: say so at once, stop at the next point a checkpoint can keep, exit 130.
 
     A second signal ends the process at once. The previous handlers come back afterwards.
     """
 
     def handler(signum: int, frame: object) -> None:
-        stop.set()
         signal.signal(signum, signal.SIG_DFL)
         # os.write, not print: the main thread may be inside a print when the signal arrives.
-        os.write(2, b"stopping after the current batch... (Ctrl-C again to quit now)\n")
+        os.write(2, b"stopping... (Ctrl-C again to quit now)\n")
+        checkpointing.request_stop()
 
     if threading.current_thread() is not threading.main_thread():
         yield

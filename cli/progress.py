@@ -18,8 +18,8 @@ from rich.progress import (
 from rich.text import Text
 
 from roberta_static.finetune import FinetuneProgress
-from roberta_static.pipeline import Plan
-from roberta_static.pipeline import Progress as Report
+from roberta_static.progress import Plan
+from roberta_static.progress import Progress as Report
 
 
 class RateColumn(ProgressColumn):

@@ -1,4 +1,4 @@
-"""Pool each occurrence's subwords, combine layers, and sum per entry on the device (float32)."""
+"""Pool each occurrence's subwords, combine layers, and sum per entry on the device (float64)."""
 
 from __future__ import annotations
 
@@ -71,13 +71,21 @@ class Accumulator:
     """
 
     def __init__(self, n_entries: int, dim: int, device: torch.device | str = "cpu") -> None:
-        self.sums = torch.zeros(n_entries, dim, dtype=torch.float32, device=device)
+        device = torch.device(device)
+        # float64, so sums merged from shards or encoders in any grouping agree to ~1e-16; MPS
+        # has no float64.
+        dtype = torch.float32 if device.type == "mps" else torch.float64
+        self.sums = torch.zeros(n_entries, dim, dtype=dtype, device=device)
         self.counts = torch.zeros(n_entries, dtype=torch.int64, device=device)
 
     @staticmethod
     def bytes_needed(n_entries: int, dim: int) -> int:
-        """Memory of the float32 sums and int64 counts of ``n_entries`` vectors of width ``dim``."""
-        return n_entries * (dim * 4 + 8)
+        """Memory of the float64 sums and int64 counts of ``n_entries`` vectors of width ``dim``."""
+        return n_entries * (dim * 8 + 8)
+
+    def state(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sums (float64) and counts, as numpy: a value that adds up across accumulators."""
+        return self.sums.cpu().double().numpy(), self.counts.cpu().numpy()
 
     def add(self, hidden: torch.Tensor, batch: Batch, pool: Pooling, combine: Combine) -> None:
         """Add the occurrences of one batch, given its ``[layers, B, T, H]`` hidden states."""
@@ -86,12 +94,14 @@ class Accumulator:
             for a in (batch.rows, batch.starts, batch.ends, batch.entries)
         )
         vectors = combine_layers(pool_occurrences(hidden, rows, starts, ends, pool), combine)
-        self.sums.index_add_(0, entries, vectors)
+        self.sums.index_add_(0, entries, vectors.to(self.sums.dtype))
         self.counts.index_add_(0, entries, torch.ones_like(entries))
 
     def means(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean vector (zeros where unseen) and count per entry, as numpy."""
-        counts = self.counts.cpu().numpy()
-        sums = self.sums.cpu().numpy()
-        means = sums / np.maximum(counts, 1)[:, None]
-        return means.astype(np.float32), counts
+        return mean_vectors(*self.state())
+
+
+def mean_vectors(sums: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float32 means of summed vectors (zeros where the count is 0), and the counts."""
+    return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts

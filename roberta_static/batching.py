@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -69,6 +69,11 @@ class EncodeStats:
     occurrences_without_subwords: int = 0
     occurrences_too_long: int = 0
 
+    @classmethod
+    def merged(cls, parts: list[EncodeStats]) -> EncodeStats:
+        """The counters of several parts of one pass added up."""
+        return cls(*(sum(getattr(p, f.name) for p in parts) for f in fields(cls)))
+
 
 class SubwordEncoder:
     """Encode sentences into :class:`EncoderInput` with a private copy of a fast tokenizer.
@@ -92,6 +97,10 @@ class SubwordEncoder:
             raise ValueError(f"max_length {max_length} leaves no room beside the special tokens")
         self.pad_id = pad_id
         self.stats = EncodeStats()
+
+    def backend_json(self) -> str:
+        """The tokenizer as JSON, to build the same encoder in another process."""
+        return self._tokenizer.to_str()
 
     def encode(self, sentences: Sequence[MatchedSentence]) -> list[EncoderInput]:
         """Encode sentences that hold occurrences; returns one input per window used."""

@@ -15,6 +15,9 @@ import json
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +45,8 @@ class Checkpoint:
 
     ``files`` are the corpus files' absolute paths, so a run resumes from any folder; ``corpus``
     identifies the part already read (see :func:`corpus_identity`); ``leftover`` holds the
-    batches of the last chunk not yet encoded.
+    batches of the last chunk not yet encoded. A parallel pass (``workers > 1``) saves instead
+    each shard's progress in ``shards`` and the occurrences each may still take per entry.
     """
 
     config: dict[str, Any]
@@ -56,6 +60,9 @@ class Checkpoint:
     counts: np.ndarray
     remaining: np.ndarray
     leftover: list[Batch] = field(default_factory=list)
+    shards: list[dict[str, Any]] | None = None
+    shard_quota: np.ndarray | None = None
+    shard_remaining: np.ndarray | None = None
 
 
 def corpus_identity(files: list[Path], position: Position) -> list[dict[str, Any]]:
@@ -102,12 +109,18 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
         for name in _ARRAYS:
             np.save(staging / f"{name}.npy", getattr(checkpoint, name), allow_pickle=False)
         np.savez(staging / "leftover.npz", **_batch_arrays(checkpoint.leftover))
+        if checkpoint.shards is not None:
+            np.savez_compressed(
+                staging / "shards.npz",
+                quota=checkpoint.shard_quota,
+                remaining=checkpoint.shard_remaining,
+            )
         state = {
             "format": FORMAT,
             **{
                 key: value
                 for key, value in asdict(checkpoint).items()
-                if key not in (*_ARRAYS, "entries", "leftover")
+                if key not in (*_ARRAYS, "entries", "leftover", "shard_quota", "shard_remaining")
             },
         }
         (staging / "entries.txt").write_text(
@@ -161,6 +174,12 @@ def load_checkpoint(folder: Path) -> Checkpoint:
         arrays = {name: np.load(target / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
         with np.load(target / "leftover.npz", allow_pickle=False) as leftover:
             batches = _batches(leftover)
+        if state.get("shards") is not None:
+            with np.load(target / "shards.npz", allow_pickle=False) as shards:
+                state["shard_quota"], state["shard_remaining"] = (
+                    shards["quota"],
+                    shards["remaining"],
+                )
     except (OSError, ValueError, KeyError) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
     state["position"] = Position(**state["position"])
@@ -196,7 +215,7 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
     for key, value in config.result_options().items():
         if saved.get(key) != value:
             found.append(f"{key} was {saved.get(key)!r}, now {value!r}")
-    if len(files) <= checkpoint.position.file:
+    if len(files) < len(checkpoint.corpus):
         return [*found, "the corpus files differ"]
     now = corpus_identity(files, checkpoint.position)
     for new, old in zip(now, checkpoint.corpus, strict=True):
@@ -209,6 +228,10 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
     return found
 
 
+class StopNow(KeyboardInterrupt):
+    """Raised by :meth:`Checkpointing.request_stop` where stopping at once loses nothing."""
+
+
 @dataclass
 class Checkpointing:
     """When and where a run writes checkpoints.
@@ -216,15 +239,41 @@ class Checkpointing:
     Args:
         folder: The output folder; checkpoints go to ``folder/.checkpoint``.
         every_seconds: Time between checkpoints (0: only when stopped).
-        stop: Set it (from a signal handler, say) to checkpoint after the batch in hand and raise
-            :class:`~roberta_static.errors.Interrupted`.
+        stop: Set it (from another thread, say) to checkpoint after the batch in hand and raise
+            :class:`~roberta_static.errors.Interrupted`; a signal handler calls
+            :meth:`request_stop` instead.
 
     Attributes:
         written: Whether this run has written a checkpoint.
+        nothing_to_lose: Whether stopping this instant loses no work a checkpoint would keep:
+            before the pass adds its first batch, and while the encoder computes a batch whose
+            result is not yet added. The pass keeps it up to date.
 
     """
 
     folder: Path
     every_seconds: float = 600.0
-    stop: Any = None
+    stop: Any = field(default_factory=threading.Event)
     written: bool = False
+    nothing_to_lose: bool = True
+
+    def request_stop(self) -> None:
+        """Ask the run to stop; call it from the main thread's signal handler.
+
+        Sets ``stop``; where nothing would be lost, also raises :class:`StopNow` there and then,
+        so model loading, counting or a batch in the encoder does not hold the stop up. The pass
+        turns a :class:`StopNow` into a checkpoint when it has work to keep.
+        """
+        self.stop.set()
+        if self.nothing_to_lose:
+            self.nothing_to_lose = False  # a second request waits for the first to finish
+            raise StopNow
+
+    @contextmanager
+    def computing(self) -> Iterator[None]:
+        """While the encoder computes a batch that is not yet added: a stop may cut it short."""
+        self.nothing_to_lose = True
+        try:
+            yield
+        finally:
+            self.nothing_to_lose = False

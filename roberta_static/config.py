@@ -14,7 +14,8 @@ from .postprocess import PostProcessing
 Pooling = Literal["mean", "first", "last", "max"]
 Combine = Literal["mean", "sum", "concat"]
 Case = Literal["lower", "keep"]
-Device = Literal["auto", "cpu", "cuda", "mps"]
+Device = str  # auto, cpu, cuda, cuda:N, mps, or several separated by commas
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 FillUnseen = Literal["none", "decontextualized", "mapped"]
 
@@ -22,7 +23,6 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "pool": ("mean", "first", "last", "max"),
     "combine": ("mean", "sum", "concat"),
     "case": ("lower", "keep"),
-    "device": ("auto", "cpu", "cuda", "mps"),
     "dtype": ("auto", "float32", "bfloat16", "float16"),
     "fill_unseen": ("none", "decontextualized", "mapped"),
 }
@@ -31,6 +31,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 # CLI declares them to Typer, so ``--help`` shows them and bad values fail before any import.
 MINIMUMS = {
     "max_contexts": 0,
+    "workers": 1,
     "batch_tokens": 1,
     "chunk_sentences": 1,
     "max_length": 1,
@@ -39,6 +40,25 @@ MINIMUMS = {
 }
 
 _LAYER_ITEM = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
+
+
+def parse_devices(spec: str) -> list[str]:
+    """The devices of ``cpu``, ``cuda:0,cuda:1`` and the like, checked.
+
+    Example:
+        >>> parse_devices("cuda:0, cuda:1")
+        ['cuda:0', 'cuda:1']
+
+    """
+    devices = [item.strip() for item in spec.split(",")]
+    for item in devices:
+        if not _DEVICE.match(item):
+            raise ConfigError(
+                f"expected auto, cpu, cuda, cuda:N or mps (or several, comma separated), "
+                f"got {item!r}",
+                "device",
+            )
+    return devices
 
 
 def _runtime(default: Any) -> Any:
@@ -100,7 +120,10 @@ class DistillConfig:
             CPU; on CUDA sized from the free device memory).
         chunk_sentences: Sentences tokenized, length-sorted and batched together.
         max_length: Longest encoder input in tokens (default: the model's limit).
-        device: ``auto`` picks CUDA, then MPS, then CPU.
+        device: ``auto`` picks CUDA, then MPS, then CPU; ``cuda:1`` names a GPU; several, comma
+            separated (``cuda:0,cuda:1``), run one encoder on each.
+        workers: Processes that read, segment, match and tokenize the corpus; with 1 (the
+            default) the pass runs in this process.
         dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
         case: ``lower`` matches and stores entries lower-cased; ``keep`` matches exactly.
         lang: Language of the blank spaCy pipeline used for segmentation.
@@ -133,6 +156,7 @@ class DistillConfig:
     chunk_sentences: int = _runtime(2048)
     max_length: int | None = None
     device: Device = _runtime("auto")
+    workers: int = _runtime(1)
     dtype: DType = "auto"
     case: Case = "lower"
     lang: str = "en"
@@ -159,6 +183,7 @@ class DistillConfig:
             if value not in allowed:
                 raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", name)
         require_minimums(self, MINIMUMS)
+        parse_devices(self.device)
         PostProcessing(self.center, self.remove_top_pcs, self.pca, self.normalize)  # validates
         if None not in (self.max_length, self.batch_tokens) and self.max_length > self.batch_tokens:
             raise ConfigError(
@@ -166,6 +191,11 @@ class DistillConfig:
                 f"got {self.batch_tokens}",
                 field="batch_tokens",
             )
+
+    @property
+    def devices(self) -> list[str]:
+        """The device of each encoder (``device`` split at its commas)."""
+        return parse_devices(self.device)
 
     @property
     def postprocessing(self) -> PostProcessing:

@@ -93,6 +93,18 @@ def is_compressed(path: Path) -> bool:
     return path.suffix in _DECOMPRESSORS
 
 
+def check_readable(files: Iterable[Path]) -> None:
+    """Read the first bytes of each file, so a mislabelled or damaged header fails before a run.
+
+    Raises:
+        CorpusError: A file cannot be opened, or a ``.gz``/``.bz2``/``.xz`` file is not one.
+
+    """
+    for path in files:
+        with _read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
+            stream.read(1)
+
+
 def is_jsonl(path: Path) -> bool:
     """Whether a file holds JSON lines (``.jsonl`` or ``.ndjson``, optionally compressed)."""
     suffixes = path.suffixes
@@ -156,32 +168,45 @@ class Corpus:
         """Path and size of each file, for ``meta.json``."""
         return [{"path": str(f), "bytes": f.stat().st_size} for f in self.files]
 
-    def units(self, start: Position = START) -> Iterator[tuple[str, Position]]:
-        """Yield each unit with the position to resume after it, starting after ``start``."""
+    def units(
+        self, start: Position = START, stop: Position | None = None
+    ) -> Iterator[tuple[str, Position]]:
+        """Yield each unit with the position to resume after it, from ``start`` up to ``stop``.
+
+        ``stop`` (exclusive) is the start of a record, as a shard plan cuts a file
+        (:mod:`roberta_static.shards`).
+        """
         self.bytes_read = sum(f.stat().st_size for f in self.files[: start.file])
         self.bad_bytes = 0
         self.binary_files = []
-        for index in range(start.file, len(self.files)):
+        last = len(self.files) if stop is None else min(stop.file + 1, len(self.files))
+        for index in range(start.file, last):
             path = self.files[index]
             resume = start if index == start.file else START
+            end = stop.offset if stop is not None and index == stop.file else None
+            if end == 0:
+                break
             with _read_errors(path), open(path, "rb") as raw:
                 stream = self._open(path, raw)
                 if _looks_binary(stream, resume.offset):
-                    self.binary_files.append(path)
+                    if resume.offset == 0:  # a file's later shards are not listed again
+                        self.binary_files.append(path)
                 else:
                     done = self.bytes_read
-                    for text, position in self._file_units(path, stream, resume):
+                    for text, position in self._file_units(path, stream, resume, end):
                         self.bytes_read = done + raw.tell()
                         yield text, Position(index, position.offset, position.line, position.skip)
             self.bytes_read = sum(f.stat().st_size for f in self.files[: index + 1])
 
     def _file_units(
-        self, path: Path, stream: IO[bytes], start: Position
+        self, path: Path, stream: IO[bytes], start: Position, end: int | None = None
     ) -> Iterator[tuple[str, Position]]:
         stream.seek(start.offset)
         jsonl = is_jsonl(path)
         line = start.line
         for offset, record in _records(stream, start.offset, whole_lines=jsonl):
+            if end is not None and offset >= end:
+                return
             if offset == 0:
                 record = record.removeprefix(codecs.BOM_UTF8)
             text, bad = decode(record.rstrip(b"\r\n"))
@@ -210,7 +235,9 @@ class Corpus:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise CorpusError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+            raise CorpusError(
+                f"{path}:{number}: not valid JSON ({error.msg} at column {error.colno})"
+            ) from None
         text = record.get(self.text_field) if isinstance(record, dict) else None
         if not isinstance(text, str):
             raise CorpusError(f"{path}:{number}: no string field {self.text_field!r}")
@@ -253,10 +280,12 @@ class TextCorpus:
         """The texts' UTF-8 size, for ``meta.json``."""
         return [{"path": "<texts in memory>", "bytes": self.bytes_read}]
 
-    def units(self, start: Position = START) -> Iterator[tuple[str, Position]]:
+    def units(
+        self, start: Position = START, stop: Position | None = None
+    ) -> Iterator[tuple[str, Position]]:
         """Yield each unit with its position (``offset`` is the index of its string).
 
-        ``start`` is part of the corpus interface; texts are always read from the beginning.
+        ``start`` and ``stop`` are part of the corpus interface; texts are always read whole.
         """
         if self._started and not self.reiterable:
             raise CorpusError(

@@ -50,7 +50,7 @@ class Encoder:
         self.num_layers = int(model.config.num_hidden_layers)
         self.layers = resolve_layers(config.layers, self.num_layers)
         self.hidden_size = int(model.config.hidden_size)
-        self.device = resolve_device(config.device)
+        self.device = resolve_device(config.devices[0])
         self.dtype = resolve_dtype(config.dtype, self.device)
         self.model = truncate_layers(model, max(self.layers)).to(self.device, self.dtype).eval()
         self.max_length = resolve_max_length(model, tokenizer, config.max_length)
@@ -244,9 +244,12 @@ def resolve_device(device: str) -> torch.device:
         "cuda": torch.cuda.is_available(),
         "mps": torch.backends.mps.is_available(),
     }
-    if not available[device]:
+    chosen = torch.device(device)
+    if not available[chosen.type] or (
+        chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count()
+    ):
         raise ConfigError(f"{device} is not available on this machine", field="device")
-    return torch.device(device)
+    return chosen
 
 
 def free_memory(device: torch.device) -> int | None:

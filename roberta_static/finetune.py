@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_directory, check_output_dir
-from .config import _CHOICES, Device, DType
+from .config import _CHOICES, Device, DType, parse_devices
 from .errors import ConfigError, CorpusError, ModelLoadError, require_minimums
 
 FINETUNE_FILE = "finetune.json"
@@ -83,10 +83,11 @@ class FinetuneConfig:
     allow_pickle: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("device", "dtype"):
-            if getattr(self, name) not in _CHOICES[name]:
-                allowed = ", ".join(_CHOICES[name])
-                raise ConfigError(f"expected one of {allowed}, got {getattr(self, name)!r}", name)
+        if self.dtype not in _CHOICES["dtype"]:
+            allowed = ", ".join(_CHOICES["dtype"])
+            raise ConfigError(f"expected one of {allowed}, got {self.dtype!r}", "dtype")
+        if len(parse_devices(self.device)) > 1:
+            raise ConfigError(f"fine-tuning runs on one device, got {self.device!r}", "device")
         require_minimums(self, MINIMUMS)
         for name, low, high in (
             ("mlm_probability", 0.0, 1.0),

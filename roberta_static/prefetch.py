@@ -25,7 +25,7 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
     """Yield ``items`` in order while a thread computes up to ``depth`` of them ahead.
 
     An exception in the producer is raised in the consumer; when the consumer stops early (or
-    raises), the producer stops after the item in hand.
+    raises), the producer stops after the item in hand, without the consumer waiting for it.
     """
     queue: Queue[object] = Queue(maxsize=depth)
     stop = threading.Event()
@@ -59,10 +59,11 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
                     raise RuntimeError("prefetch producer ended without a result") from None
                 continue
             if item is _DONE:
+                thread.join()
                 return
             if isinstance(item, _Failure):
                 raise item.error
             yield item  # type: ignore[misc]
     finally:
+        # A consumer that stops early does not wait: the producer's item in hand may take seconds.
         stop.set()
-        thread.join()

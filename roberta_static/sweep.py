@@ -23,7 +23,7 @@ from .vectors import StaticVectors
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:
-    from .pipeline import ProgressCallback
+    from .progress import ProgressCallback
 
 CSV_FILE = "sweep.csv"
 PLOT_FILE = "sweep.png"

@@ -147,6 +147,11 @@ class MatchedSentence:
     spans: list[tuple[int, int, int]] = field(default_factory=list)
 
 
+def vocabulary_stats(vocab: Vocabulary) -> dict[str, int]:
+    """What reading the vocabulary skipped, as run statistics (and checkpoints) record it."""
+    return {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
+
+
 class VocabMatcher:
     """Find every occurrence of the vocabulary's entries in spaCy Docs, sentence by sentence.
 

@@ -16,8 +16,12 @@ import pytest
 from conftest import CORPUS_LINES
 
 from roberta_static import DistillConfig, distill
-from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static.checkpoint import Checkpointing, StopNow, load_checkpoint
+from roberta_static.corpus import Corpus
+from roberta_static.encoder import load_pretrained
 from roberta_static.errors import ConfigError, Interrupted, OutputError
+from roberta_static.pipeline import distill_from_model
+from roberta_static.vocab import Vocabulary
 
 
 @pytest.fixture()
@@ -111,7 +115,7 @@ def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, voc
     _, stderr = process.communicate(timeout=120)
     if how in ("SIGINT", "SIGTERM"):
         assert process.returncode == 130
-        assert stderr.startswith("stopping after the current batch... (Ctrl-C again to quit now)")
+        assert stderr.startswith("stopping... (Ctrl-C again to quit now)")
         assert f"resume with: roberta-static distill --resume {out}" in stderr
     else:
         assert process.returncode == -signal.SIGKILL
@@ -147,6 +151,17 @@ def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, voc
     assert changed.returncode == 1
     # Only what the user typed and what changes the result is compared: not --chunk-sentences.
     assert changed.stderr.strip().endswith("cannot resume: layers was [1, 2], now [1]")
+    other_vocab = tmp_path / "other.txt"
+    other_vocab.write_text("another\nlist\n")
+    refused = subprocess.run(
+        ["roberta-static", "distill", "--resume", str(out), "--vocab", str(other_vocab)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.stderr.strip().endswith(
+        f"cannot resume: the vocabulary {other_vocab} differs from the checkpoint's"
+    )
     long_corpus.write_text("An edited first line.\n" + long_corpus.read_text())
     edited = subprocess.run(
         ["roberta-static", "distill", "--resume", str(out)],
@@ -229,6 +244,89 @@ def test_a_stop_while_counting_the_vocabulary_ends_the_run_and_saves_nothing(
             checkpointing=Checkpointing(out, 0, stop),
         )
     assert not out.exists() and max(read, default=0) < long_corpus.stat().st_size
+
+
+def _stop_in_forward(model, checkpointing: Checkpointing, at_call: int) -> None:
+    """Call ``request_stop`` inside the model's forward, as a signal arriving there would."""
+    calls = []
+
+    def hook(module, args):
+        calls.append(1)
+        if len(calls) == at_call:
+            checkpointing.request_stop()
+
+    model.register_forward_pre_hook(hook)
+
+
+@pytest.fixture()
+def short_corpus(tmp_path) -> Path:
+    path = tmp_path / "short.txt"
+    path.write_text("\n".join(CORPUS_LINES * 10) + "\n")
+    return path
+
+
+def test_a_stop_in_the_encoder_drops_the_batch_in_hand_and_resumes_identical(
+    roberta_dir, short_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1-2", max_contexts=0, batch_tokens=64, max_length=64
+    )
+    model, tokenizer = load_pretrained(config)
+    whole = distill_from_model(model, tokenizer, Corpus([short_corpus]), _vocab(vocab_file), config)
+    out = tmp_path / "out"
+    checkpointing = Checkpointing(out, 0)
+    _stop_in_forward(model, checkpointing, at_call=3)
+    with pytest.raises(Interrupted, match="resume with"):
+        distill_from_model(
+            model, tokenizer, Corpus([short_corpus]), _vocab(vocab_file), config,
+            checkpointing=checkpointing,
+        )  # fmt: skip
+    saved = load_checkpoint(out)
+    # Two batches were added; the third, cut short, waits in the checkpoint with the rest.
+    assert 0 < saved.stats["tokens"] <= 2 * 64 and saved.leftover
+    resumed = distill(short_corpus, vocab_file, config, resume_from=saved)
+    np.testing.assert_array_equal(resumed.vectors, whole.vectors)
+    np.testing.assert_array_equal(resumed.counts, whole.counts)
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_stop_before_any_batch_is_added_saves_nothing(
+    resumed, roberta_dir, short_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", batch_tokens=64, max_length=64)
+    out = tmp_path / "out"
+    saved = None
+    if resumed:
+        checkpoint_first_chunk(short_corpus, vocab_file, config, out)
+        saved = load_checkpoint(out)
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    model, tokenizer = load_pretrained(config)
+    checkpointing = Checkpointing(out, 0)
+    _stop_in_forward(model, checkpointing, at_call=1)
+    with pytest.raises(StopNow):
+        distill_from_model(
+            model, tokenizer, Corpus([short_corpus]), _vocab(vocab_file), config,
+            checkpointing=checkpointing, resume_from=saved,
+        )  # fmt: skip
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
+def test_a_stop_while_loading_or_counting_is_at_once(roberta_dir, long_corpus, tmp_path):
+    config = DistillConfig(model=str(roberta_dir), layers="1", min_count=1)
+    checkpointing = Checkpointing(tmp_path / "out", 0)
+    read = []
+
+    def progress(report):
+        read.append(getattr(report, "bytes_read", 0))
+        checkpointing.request_stop()
+
+    with pytest.raises(StopNow):
+        distill(long_corpus, None, config, progress=progress, checkpointing=checkpointing)
+    assert len(read) == 1 and not (tmp_path / "out").exists()
+
+
+def _vocab(path: Path) -> Vocabulary:
+    return Vocabulary.from_file(path, "lower")
 
 
 def test_resume_from_another_folder_with_the_corpus_given_relatively(

@@ -154,6 +154,41 @@ def test_bad_options_name_the_flag_before_torch_transformers_or_spacy_load(
     assert not out.exists()
 
 
+def _probe(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", PROBE, *map(str, args)], capture_output=True, text=True, check=False
+    )
+
+
+def test_inputs_that_need_no_model_are_refused_before_torch_transformers_or_spacy_load(
+    corpus_file, tmp_path
+):
+    fake = tmp_path / "fake.txt.gz"
+    fake.write_text("plain text, not gzip\n")
+    out = tmp_path / "out"
+    cases = {
+        "not valid gzip data": [fake, "--model", "m", "--out", out],
+        "./no/such/model: no such model folder": [corpus_file, "-m", "./no/such/model", "-o", out],
+    }
+    for message, args in cases.items():
+        result = _probe("distill", *args)
+        assert result.returncode != 0
+        assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+        assert result.stdout.strip() == "[]", message
+        assert not out.exists()
+
+
+def test_resume_refuses_another_output_folder(corpus_file, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    result = _probe("distill", "--resume", folder, "--out", tmp_path / "other")
+    assert result.returncode != 0
+    assert result.stderr == (
+        f"error: --out with --resume: a resumed run writes into its own folder, {folder}; "
+        "leave --out out\n"
+    )
+
+
 def option_rows(text: str) -> dict[str, str]:
     """The row of each option in --help's table, by its long flag."""
     return {m.group(1): line for line in text.splitlines() if (m := OPTION_ROW.match(line))}

@@ -16,7 +16,8 @@ from naive import find_occurrences, naive_distill
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
 from roberta_static.encoder import load_pretrained
 from roberta_static.fill import MIN_FITTED, mapped_fill
-from roberta_static.pipeline import Plan, decontextualized, distill_from_model, resolve_inputs
+from roberta_static.pipeline import decontextualized, distill_from_model, resolve_inputs
+from roberta_static.progress import Plan
 from roberta_static.vocab import Vocabulary
 
 

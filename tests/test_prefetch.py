@@ -41,5 +41,31 @@ def test_consumer_stopping_early_stops_the_producer():
     stream = prefetch(items(), depth=2)
     assert next(stream) == 0
     stream.close()
+    _wait_for_producer_to_end()
     assert len(produced) <= 5
-    assert not any(t.name == "roberta-static-prefetch" for t in threading.enumerate())
+
+
+def test_a_consumer_stopping_early_does_not_wait_for_the_item_in_hand():
+    release = threading.Event()
+
+    def items():
+        yield 0
+        release.wait(30)  # an item that takes long to make
+        yield 1
+
+    stream = prefetch(items())
+    assert next(stream) == 0
+    stream.close()  # returns while the producer is still making its item
+    assert _producers(), "the consumer waited for the producer"
+    release.set()
+    _wait_for_producer_to_end()
+
+
+def _producers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "roberta-static-prefetch"]
+
+
+def _wait_for_producer_to_end() -> None:
+    for thread in _producers():
+        thread.join(timeout=10)
+    assert not _producers()

@@ -1,0 +1,141 @@
+"""The CPU side alone: model tokens/s that 1 and N worker processes prepare, the encoder removed.
+
+Each worker runs distill's producer (read, segment with spaCy, match the vocabulary, take contexts,
+tokenize into subwords, batch) over shards of the corpus and counts the model tokens of the batches
+it made; nothing is sent back but the count, so this is the ceiling of what N workers can hand to
+encoders. ``--max-contexts 0`` (every occurrence) by default, so each shard does the same work it
+would in a parallel run; the single-process figure is also given with ``--max-contexts 2000`` (the
+default) for comparison with the serial pass.
+
+Input: gensim's Wikipedia excerpt + lee_background.cor, repeated ``--repeat`` times, the SimLex-999 +
+WordSim-353 vocabulary, the tokenizer of the offline all-MiniLM-L6-v2.
+
+Usage: python benchmarks/producer.py [--workers 1,2] [--repeat 2] [--profile]
+       [--corpus FILE] [--vocab FILE] [--model FOLDER]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import multiprocessing
+import os
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from throughput import corpus_lines, default_model, vocabulary_words  # noqa: E402
+
+from roberta_static import DistillConfig  # noqa: E402
+from roberta_static.corpus import Corpus  # noqa: E402
+from roberta_static.runner import PassState, Producer  # noqa: E402
+from roberta_static.segment import load_segmenter  # noqa: E402
+from roberta_static.shards import Shard, plan_shards  # noqa: E402
+from roberta_static.vocab import VocabMatcher, Vocabulary  # noqa: E402
+
+_producer: Producer | None = None
+_entries = 0
+
+
+def build_producer(files: list[str], words: list[str], model: str, max_contexts: int) -> Producer:
+    from transformers import AutoTokenizer
+
+    from roberta_static.batching import SubwordEncoder
+
+    config = DistillConfig(model=model, max_contexts=max_contexts)
+    tokenizer = AutoTokenizer.from_pretrained(config.model)
+    subwords = SubwordEncoder(tokenizer.backend_tokenizer, 512, tokenizer.pad_token_id)
+    nlp = load_segmenter(config.lang, config.spacy_model)
+    matcher = VocabMatcher(nlp, Vocabulary.from_entries(words))
+    return Producer(nlp, matcher, subwords, 8192, Corpus(files), config)
+
+
+def _init(files: list[str], words: list[str], model: str) -> None:
+    global _producer, _entries
+    _producer, _entries = build_producer(files, words, model, 0), len(words)
+
+
+def _ready(_: int) -> bool:
+    return _producer is not None
+
+
+def tokens_of(producer: Producer, entries: int, start: Shard | None = None) -> int:
+    """Model tokens of every batch the producer makes over ``start`` (all the corpus if None)."""
+    state = PassState.fresh(entries, producer.config)
+    stop = None
+    if start is not None:
+        state.position, stop = start.start, start.stop
+    return sum(
+        batch.real_tokens for chunk in producer.chunks(state, stop) for batch in chunk.batches
+    )
+
+
+def _shard_tokens(shard: Shard) -> int:
+    assert _producer is not None
+    return tokens_of(_producer, _entries, shard)
+
+
+def in_process(
+    files: list[str], words: list[str], model: str, max_contexts: int, profile: bool
+) -> tuple[int, float]:
+    producer = build_producer(files, words, model, max_contexts)
+    profiler = cProfile.Profile() if profile else None
+    start = time.perf_counter()
+    if profiler:
+        profiler.enable()
+    tokens = tokens_of(producer, len(words))
+    seconds = time.perf_counter() - start
+    if profiler:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    return tokens, seconds
+
+
+def in_workers(files: list[str], words: list[str], model: str, workers: int) -> tuple[int, float]:
+    shards = plan_shards([Path(f) for f in files], shard_bytes=256 * 1024)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=_init, initargs=(files, words, model)) as pool:
+        assert all(pool.map(_ready, range(workers * 4), chunksize=1))  # every worker loaded
+        start = time.perf_counter()
+        tokens = sum(pool.imap_unordered(_shard_tokens, shards))
+        return tokens, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2", help="worker counts to measure")
+    parser.add_argument("--repeat", type=int, default=2, help="corpus copies")
+    parser.add_argument("--profile", action="store_true", help="profile the single process")
+    parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
+    parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
+    parser.add_argument(
+        "--model", help="the tokenizer's model folder (default: the offline MiniLM)"
+    )
+    args = parser.parse_args()
+    words, model = vocabulary_words(args.vocab), args.model or default_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.txt"
+        text = corpus_lines(args.corpus)
+        corpus.write_text("\n".join(text * args.repeat) + "\n")
+        files = [str(corpus)]
+        print(f"corpus: {corpus.stat().st_size:,} bytes; cores: {os.cpu_count()}")
+        for max_contexts in (2000, 0):
+            profile = args.profile and max_contexts == 0
+            tokens, seconds = in_process(files, words, model, max_contexts, profile)
+            print(
+                f"1 process, max-contexts {max_contexts}: {tokens:,} tokens in {seconds:.1f} s "
+                f"= {tokens / seconds:,.0f} tokens/s"
+            )
+        for workers in map(int, args.workers.split(",")):
+            tokens, seconds = in_workers(files, words, model, workers)
+            print(
+                f"{workers} worker processes, max-contexts 0: {tokens:,} tokens in {seconds:.1f} s"
+                f" = {tokens / seconds:,.0f} tokens/s ({tokens / seconds / workers:,.0f} per worker)"
+            )
+
+
+if __name__ == "__main__":
+    main()

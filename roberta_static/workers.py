@@ -1,0 +1,585 @@
+"""The parallel pass (``workers > 1``): worker processes run the CPU side over shards.
+
+Each worker process reads, segments, matches and tokenizes one shard at a time (a
+:class:`~roberta_static.runner.Producer` over the shard) and sends compact numpy batches to the
+main process, whose encoders (one thread per device: the model computes outside the GIL) pool
+and sum them into float64 accumulators. Shard states and encoder sums are values that merge in a
+fixed order, so the result equals the serial pass's up to float rounding.
+
+``max_contexts`` keeps meaning "the first N occurrences in corpus order": a counting pass gives each
+shard's occurrences per entry, and shard ``i`` may take ``clamp(N - earlier shards' count, 0, ...)``
+of each. That pass segments the corpus a second time (about 1.6x the CPU work); ``max_contexts=0``
+skips it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .accumulate import Accumulator, output_dim
+from .batching import Batch, EncodeStats, SubwordEncoder
+from .checkpoint import Checkpoint, Checkpointing, corpus_identity, save_checkpoint
+from .config import DistillConfig
+from .corpus import Corpus, Position
+from .encoder import Encoder
+from .errors import CorpusError, Interrupted, RobertaStaticError
+from .progress import Progress, ProgressCallback
+from .runner import PassState, Producer, add_batch, contexts_allowed, stopped, torch_from
+from .segment import load_segmenter, segment
+from .shards import Shard, plan_shards
+from .stats import RunStats
+from .vocab import VocabMatcher, Vocabulary, vocabulary_stats
+
+_POLL_SECONDS = 0.1
+
+
+@dataclass
+class ShardState:
+    """A shard, the occurrences it may take per entry, and how far the pass has got in it."""
+
+    shard: Shard
+    state: PassState
+    encode_stats: EncodeStats
+    quota: np.ndarray
+    done: bool = False
+    may_stop_early: bool = True
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What a worker process needs to build its producer (sent once, picklable)."""
+
+    files: list[str]
+    entries: list[str]
+    tokenizer_json: str
+    max_length: int
+    pad_id: int
+    batch_tokens: int
+    config: dict[str, Any]
+
+
+def quotas(counts: np.ndarray, max_contexts: int) -> np.ndarray:
+    """Occurrences each shard may take per entry so that together they take the first N.
+
+    Args:
+        counts: ``[shards, entries]`` occurrences of each entry in each shard.
+        max_contexts: N.
+
+    Example:
+        >>> quotas(np.array([[3, 0], [2, 1], [4, 4]]), 4).tolist()
+        [[3, 0], [1, 1], [0, 3]]
+
+    """
+    before = np.cumsum(counts, axis=0) - counts
+    return np.clip(max_contexts - before, 0, counts)
+
+
+class ParallelPass:
+    """The pass over shards with worker processes and one or more encoders."""
+
+    def __init__(
+        self,
+        encoders: list[Encoder],
+        corpus: Corpus,
+        vocab: Vocabulary,
+        config: DistillConfig,
+        report: ProgressCallback,
+        workers: int,
+    ) -> None:
+        self.encoders, self.corpus, self.vocab = encoders, corpus, vocab
+        self.config, self.report, self.workers = config, report, workers
+        self.started, self.seconds_before = time.perf_counter(), 0.0
+        self.encoder_stats = [RunStats() for _ in encoders]
+        self.accumulators = [
+            Accumulator(len(vocab), _dim(encoders[0], config), e.device) for e in encoders
+        ]
+        first = encoders[0]
+        self.setup = _Setup(
+            files=[str(path) for path in corpus.files],
+            entries=list(vocab.entries),
+            tokenizer_json=first.subwords.backend_json(),
+            max_length=first.max_length,
+            pad_id=first.subwords.pad_id,
+            batch_tokens=first.batch_tokens,
+            config=config.to_dict(),
+        )
+
+    def __enter__(self) -> ParallelPass:
+        self.pool = _Workers(self.setup, self.workers).__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.pool.__exit__(*exc_info)
+
+    def count(self, shards: list[Shard], stop: Any = None) -> np.ndarray:
+        """``[shards, entries]`` occurrences of each entry in each shard (the quota pass)."""
+        counts = np.zeros((len(shards), len(self.vocab)), dtype=np.int64)
+        for index, shard in enumerate(shards):
+            self.pool.tasks.put(("count", index, shard))
+        for _ in shards:
+            message = self.pool.receive(stop)
+            if message is None:
+                raise Interrupted(
+                    "stopped while counting occurrences per shard, before any vector was "
+                    "computed; nothing was saved"
+                )
+            _, index, found = message
+            counts[index] = found
+        return counts
+
+    def run(
+        self,
+        shard_states: list[ShardState],
+        stop: Any = None,
+        on_pause: Callable[[list[ShardState]], bool] | None = None,
+        every_seconds: float = 0.0,
+    ) -> None:
+        """Run every unfinished shard; pause now and then (and on ``stop``) for ``on_pause``.
+
+        At a pause every worker stops after the chunk in hand and reports its shard's state, the
+        encoders finish every batch already sent, and ``on_pause(shard_states)`` saves; it
+        returns whether to go on.
+        """
+        encoding = _EncoderThreads(
+            self.encoders, self.accumulators, self.encoder_stats, self.config
+        )
+        progress = _ShardProgress(len(shard_states))
+        try:
+            while True:
+                pending = [i for i, s in enumerate(shard_states) if not s.done]
+                if not pending:
+                    return
+                paused = self._run_until_pause(
+                    shard_states, pending, encoding, stop, every_seconds, progress
+                )
+                if not paused:
+                    continue
+                encoding.drain()
+                if on_pause is None or not on_pause(shard_states):
+                    return
+        finally:
+            encoding.close()
+
+    def _run_until_pause(
+        self,
+        shard_states: list[ShardState],
+        pending: list[int],
+        encoding: _EncoderThreads,
+        stop: Any,
+        every_seconds: float,
+        progress: _ShardProgress,
+    ) -> bool:
+        started = time.monotonic()
+        pool = self.pool
+        pool.pause.clear()
+        for index in pending:
+            entry = shard_states[index]
+            pool.tasks.put(
+                (
+                    "encode",
+                    index,
+                    entry.shard,
+                    entry.state,
+                    entry.encode_stats,
+                    entry.may_stop_early,
+                )
+            )
+        open_tasks = set(pending)
+        pausing = False
+        while open_tasks:
+            due = every_seconds and time.monotonic() - started >= every_seconds
+            if not pausing and ((stop is not None and stop.is_set()) or due):
+                pool.pause.set()
+                pausing = True
+            message = pool.receive(None)
+            kind, index = message[0], message[1]
+            if kind == "batches":
+                encoding.put(message[2])
+                progress.bytes[index], progress.sentences[index] = message[3], message[4]
+                self.report(
+                    Progress(
+                        "distill",
+                        sum(progress.bytes),
+                        self.corpus.total_bytes,
+                        sum(progress.sentences),
+                        sum(stats.tokens for stats in self.encoder_stats),
+                    )
+                )
+                continue
+            _, _, state, encode_stats = message
+            shard_states[index] = replace(
+                shard_states[index], state=state, encode_stats=encode_stats, done=kind == "done"
+            )
+            open_tasks.discard(index)
+        return pausing
+
+    def result(self, shard_states: list[ShardState]) -> tuple[np.ndarray, np.ndarray, RunStats]:
+        """Sums, counts and statistics, merged in a fixed order (encoders, then shards)."""
+        states = [accumulator.state() for accumulator in self.accumulators]
+        sums = np.sum([sums for sums, _ in states], axis=0)
+        counts = np.sum([counts for _, counts in states], axis=0)
+        stats = RunStats.merged([entry.state.stats for entry in shard_states])
+        stats.add_encode_stats(EncodeStats.merged([entry.encode_stats for entry in shard_states]))
+        stats.tokens = sum(s.tokens for s in self.encoder_stats)
+        stats.padded_tokens = sum(s.padded_tokens for s in self.encoder_stats)
+        stats.batches_recomputed_float32 = sum(e.float32_recomputes for e in self.encoders)
+        stats.seconds = self.seconds_before
+        return sums, counts, stats
+
+
+@dataclass
+class _ShardProgress:
+    """Bytes read and sentences seen per shard, for the one progress bar."""
+
+    shards: int
+
+    def __post_init__(self) -> None:
+        self.bytes = [0] * self.shards
+        self.sentences = [0] * self.shards
+
+
+def _dim(encoder: Encoder, config: DistillConfig) -> int:
+    return output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
+
+
+class _EncoderThreads:
+    """One thread per encoder, each summing the batches it takes into its own accumulator."""
+
+    def __init__(
+        self,
+        encoders: list[Encoder],
+        accumulators: list[Accumulator],
+        stats: list[RunStats],
+        config: DistillConfig,
+    ) -> None:
+        self.batches: queue.Queue[Batch | None] = queue.Queue(maxsize=4 * len(encoders))
+        self.failure: BaseException | None = None
+        self.threads = [
+            threading.Thread(target=self._work, args=(*parts, config), daemon=True)
+            for parts in zip(encoders, accumulators, stats, strict=True)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _work(
+        self, encoder: Encoder, accumulator: Accumulator, stats: RunStats, config: DistillConfig
+    ) -> None:
+        while (batch := self.batches.get()) is not None:
+            try:
+                if self.failure is None:
+                    add_batch(encoder, batch, accumulator, config, stats)
+            except BaseException as error:  # raised in the main thread by put or drain
+                self.failure = error
+            finally:
+                self.batches.task_done()
+        self.batches.task_done()
+
+    def put(self, batches: list[Batch]) -> None:
+        """Queue batches for the encoders (blocks while they are busy)."""
+        for batch in batches:
+            self._raise_failure()
+            self.batches.put(batch)
+
+    def drain(self) -> None:
+        """Wait until every queued batch is summed."""
+        self.batches.join()
+        self._raise_failure()
+
+    def close(self) -> None:
+        """End the threads once the queued batches are done."""
+        for _ in self.threads:
+            self.batches.put(None)
+        for thread in self.threads:
+            thread.join()
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+
+class _Workers:
+    """Worker processes taking shard tasks from one queue and sending results on another."""
+
+    def __init__(self, setup: _Setup, count: int) -> None:
+        context = multiprocessing.get_context("spawn")  # fork would copy torch's threads
+        self.tasks = context.Queue()
+        self.results = context.Queue(maxsize=4 * count)
+        self.pause = context.Event()
+        self.processes = [
+            context.Process(
+                target=_worker_main,
+                args=(setup, self.tasks, self.results, self.pause),
+                daemon=True,
+            )
+            for _ in range(count)
+        ]
+
+    def __enter__(self) -> _Workers:
+        # Workers run no model: one thread each, so N workers and the encoder share the cores.
+        with _environment(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false"):
+            for process in self.processes:
+                process.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for _ in self.processes:
+            self.tasks.put(None)
+        for process in self.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+
+    def receive(self, stop: Any) -> tuple | None:
+        """The next result; None when ``stop`` is set first. A worker's error is raised here."""
+        while True:
+            if stop is not None and stop.is_set():
+                return None
+            try:
+                message = self.results.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                dead = [p for p in self.processes if not p.is_alive()]
+                if dead:
+                    raise RuntimeError(
+                        f"a worker process ended unexpectedly (exit code {dead[0].exitcode})"
+                    ) from None
+                continue
+            if message[0] == "error":
+                raise message[2]
+            return message
+
+
+class _environment:  # noqa: N801 (used as a context manager, like contextlib's)
+    """Set environment variables for the processes started inside, then restore them."""
+
+    def __init__(self, **values: str) -> None:
+        self.values = values
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for name, value in self.values.items():
+            self.saved[name] = os.environ.get(name)
+            os.environ[name] = value
+
+    def __exit__(self, *exc_info: object) -> None:
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _worker_main(setup: _Setup, tasks: Any, results: Any, pause: Any) -> None:
+    """A worker process: build the producer once, then run shard tasks until told to end."""
+    from tokenizers import Tokenizer
+
+    # Ctrl-C reaches the whole process group; the main process decides how the run stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    config = DistillConfig(**setup.config)
+    nlp = load_segmenter(config.lang, config.spacy_model)
+    matcher = VocabMatcher(nlp, Vocabulary(setup.entries, config.case))
+    subwords = SubwordEncoder(
+        Tokenizer.from_str(setup.tokenizer_json), setup.max_length, setup.pad_id
+    )
+    corpus = Corpus(setup.files, config.text_field)
+    producer = Producer(nlp, matcher, subwords, setup.batch_tokens, corpus, config)
+    while (task := tasks.get()) is not None:
+        index = task[1]
+        try:
+            if task[0] == "count":
+                results.put(
+                    ("counted", index, _count(nlp, matcher, corpus, task[2], len(setup.entries)))
+                )
+            else:
+                _encode(producer, results, pause, *task[1:])
+        except RobertaStaticError as error:
+            results.put(("error", index, error))
+        except Exception as error:  # noqa: BLE001 (reaches the user as one line)
+            results.put(
+                ("error", index, CorpusError(f"worker failed: {type(error).__name__}: {error}"))
+            )
+
+
+def _count(
+    nlp: Any, matcher: VocabMatcher, corpus: Corpus, shard: Shard, entries: int
+) -> np.ndarray:
+    counts = np.zeros(entries, dtype=np.int64)
+    units = ((text, None) for text, _ in corpus.units(shard.start, shard.stop))
+    for doc, _ in segment(nlp, units):
+        for sentence in matcher(doc):
+            for span in sentence.spans:
+                counts[span[2]] += 1
+    return counts
+
+
+def _encode(
+    producer: Producer,
+    results: Any,
+    pause: Any,
+    index: int,
+    shard: Shard,
+    state: PassState,
+    encode_stats: EncodeStats,
+    may_stop_early: bool,
+) -> None:
+    if pause.is_set():
+        results.put(("paused", index, state, encode_stats))
+        return
+    producer.subwords.stats = replace(encode_stats)
+    earlier = producer.corpus.files[: shard.start.file]
+    base = sum(path.stat().st_size for path in earlier) + shard.start.offset
+    for chunk in producer.chunks(state, shard.stop, may_stop_early):
+        bytes_done = max(0, producer.corpus.bytes_read - base)
+        results.put(("batches", index, chunk.batches, bytes_done, chunk.state.stats.sentences))
+        if pause.is_set():
+            results.put(("paused", index, chunk.state, chunk.encode_stats))
+            return
+    # The producer updated ``state`` in place to the shard's end.
+    results.put(("done", index, state, replace(producer.subwords.stats)))
+
+
+def run_parallel(
+    encoders: list[Encoder],
+    corpus: Corpus,
+    vocab: Vocabulary,
+    config: DistillConfig,
+    report: ProgressCallback,
+    checkpointing: Checkpointing | None,
+    resume_from: Checkpoint | None,
+) -> tuple[np.ndarray, np.ndarray, RunStats, np.ndarray]:
+    """The parallel pass from the start or from a checkpoint.
+
+    Returns:
+        Summed vectors (float64), counts, merged statistics, and which entries occur at all.
+
+    """
+    workers = config.workers
+    stop = checkpointing.stop if checkpointing is not None else None
+    with ParallelPass(encoders, corpus, vocab, config, report, workers) as pass_:
+        if resume_from is not None:
+            shard_states = restore_shards(resume_from, pass_)
+        else:
+            shard_states = _fresh_shards(pass_, plan_shards(corpus.files), stop)
+        saver = _ParallelSaver(pass_, checkpointing, vocab) if checkpointing else None
+        every = checkpointing.every_seconds if checkpointing is not None else 0.0
+        if checkpointing is not None:
+            # From here a stop pauses the workers and saves their work (the encoders are threads).
+            checkpointing.nothing_to_lose = False
+        pass_.run(shard_states, stop, saver, every)
+    sums, counts, stats = pass_.result(shard_states)
+    taken = np.sum([entry.quota - entry.state.remaining for entry in shard_states], axis=0)
+    return sums, counts, stats, taken > 0
+
+
+def _fresh_shards(pass_: ParallelPass, shards: list[Shard], stop: Any) -> list[ShardState]:
+    """Each shard's quota, and where the serial pass would stop reading.
+
+    The serial pass reads until every entry has its ``max_contexts``: a shard after that point is
+    never read, the shard holding it stops there, and every shard before it is read to its end
+    (it counts sentences, even where it may take no occurrence).
+    """
+    limit = pass_.config.max_contexts
+    allowed = np.full((len(shards), len(pass_.vocab)), contexts_allowed(pass_.config))
+    may_stop_early = [True] * len(shards)
+    skipped = [False] * len(shards)
+    if limit and len(shards) > 1:
+        # The last shard bounds no later one, so it is not counted: it takes what is left.
+        counts = pass_.count(shards[:-1], stop)
+        allowed[:-1] = quotas(counts, limit)
+        total = np.cumsum(counts, axis=0)
+        allowed[-1] = np.clip(limit - total[-1], 0, limit)
+        # Where every entry has its N, the serial pass stops: in that shard, and before the next.
+        saturated = (total >= limit).all(axis=1).tolist() + [True]
+        may_stop_early, skipped = saturated, [False, *saturated[:-1]]
+    states = []
+    for index, (shard, quota) in enumerate(zip(shards, allowed.astype(np.int64), strict=True)):
+        stats = RunStats(stopped_early=skipped[index])
+        state = PassState(shard.start, quota.copy(), stats)
+        early = may_stop_early[index]
+        states.append(ShardState(shard, state, EncodeStats(), quota, skipped[index], early))
+    return states
+
+
+class _ParallelSaver:
+    """Saves the parallel pass at a pause; a stop ends the run once saved."""
+
+    def __init__(
+        self, pass_: ParallelPass, checkpointing: Checkpointing, vocab: Vocabulary
+    ) -> None:
+        self.pass_, self.checkpointing, self.vocab = pass_, checkpointing, vocab
+
+    def __call__(self, shard_states: list[ShardState]) -> bool:
+        pass_, checkpointing = self.pass_, self.checkpointing
+        sums, counts, stats = pass_.result(shard_states)
+        stats.seconds += time.perf_counter() - pass_.started
+        stats.vocabulary = vocabulary_stats(self.vocab)
+        files = pass_.corpus.files
+        everything = Position(len(files), 0, 1, 0)
+        save_checkpoint(
+            checkpointing.folder,
+            Checkpoint(
+                config=pass_.config.to_dict(),
+                files=[str(path.resolve()) for path in files],
+                corpus=corpus_identity(files, everything),
+                entries=list(self.vocab.entries),
+                position=everything,
+                stats=asdict(stats),
+                encode_stats={},
+                sums=sums,
+                counts=counts,
+                remaining=np.zeros(0, dtype=np.int64),
+                shards=[_shard_record(entry) for entry in shard_states],
+                shard_quota=np.stack([entry.quota for entry in shard_states]),
+                shard_remaining=np.stack([entry.state.remaining for entry in shard_states]),
+            ),
+        )
+        checkpointing.written = True
+        if checkpointing.stop is not None and checkpointing.stop.is_set():
+            raise stopped(checkpointing)
+        return True
+
+
+def _shard_record(entry: ShardState) -> dict[str, Any]:
+    return {
+        "start": asdict(entry.shard.start),
+        "stop": asdict(entry.shard.stop),
+        "position": asdict(entry.state.position),
+        "done": entry.done,
+        "may_stop_early": entry.may_stop_early,
+        "stats": asdict(entry.state.stats),
+        "encode_stats": asdict(entry.encode_stats),
+    }
+
+
+def restore_shards(saved: Checkpoint, pass_: ParallelPass) -> list[ShardState]:
+    """The shard states of a parallel checkpoint; its sums go back into the first encoder's."""
+    first = pass_.accumulators[0]
+    first.sums.copy_(torch_from(saved.sums, first.sums))
+    first.counts.copy_(torch_from(saved.counts, first.counts))
+    pass_.encoder_stats[0].tokens = saved.stats["tokens"]
+    pass_.encoder_stats[0].padded_tokens = saved.stats["padded_tokens"]
+    pass_.encoders[0].float32_recomputes = saved.stats["batches_recomputed_float32"]
+    pass_.seconds_before = saved.stats["seconds"]
+    states = []
+    for record, quota, remaining in zip(
+        saved.shards, saved.shard_quota, saved.shard_remaining, strict=True
+    ):
+        shard = Shard(Position(**record["start"]), Position(**record["stop"]))
+        state = PassState(Position(**record["position"]), remaining, RunStats(**record["stats"]))
+        encode = EncodeStats(**record["encode_stats"])
+        states.append(
+            ShardState(shard, state, encode, quota, record["done"], record["may_stop_early"])
+        )
+    return states

@@ -1,0 +1,145 @@
+"""The parallel pass: shards, quotas, worker processes and several encoders give the serial result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from conftest import CORPUS_LINES
+
+from roberta_static import DistillConfig, distill
+from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static.corpus import Corpus
+from roberta_static.errors import Interrupted
+from roberta_static.shards import plan_shards
+from roberta_static.workers import quotas
+
+
+@pytest.fixture()
+def corpus_folder(tmp_path):
+    """Two plain files (one of them cut into several shards) and a compressed one."""
+    import gzip
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt").write_text("\n".join(CORPUS_LINES * 40) + "\n")
+    with gzip.open(folder / "b.txt.gz", "wt") as handle:
+        handle.write("\n".join(CORPUS_LINES[::-1] * 10) + "\n")
+    (folder / "c.txt").write_text("\n".join(CORPUS_LINES[1:] * 25))
+    return folder
+
+
+@pytest.mark.parametrize("shard_bytes", [1, 700, 10_000, 10**9])
+def test_shards_read_exactly_the_units_of_the_whole_corpus(corpus_folder, shard_bytes):
+    corpus = Corpus([corpus_folder])
+    whole = list(corpus.units())
+    shards = plan_shards(corpus.files, shard_bytes)
+    pieces = [
+        unit for shard in shards for unit in Corpus([corpus_folder]).units(shard.start, shard.stop)
+    ]
+    assert pieces == whole  # texts and positions, line numbers included
+    assert len(shards) >= 3
+
+
+def test_quotas_take_the_first_n_occurrences_in_corpus_order():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        counts = rng.integers(0, 6, size=(5, 4))
+        limit = int(rng.integers(1, 12))
+        # Reference: walk the occurrences in corpus order, taking while fewer than N are taken.
+        taken = np.zeros_like(counts)
+        for entry in range(counts.shape[1]):
+            left = limit
+            for shard in range(counts.shape[0]):
+                take = min(left, counts[shard, entry])
+                taken[shard, entry], left = take, left - take
+        np.testing.assert_array_equal(quotas(counts, limit), taken)
+
+
+@pytest.fixture()
+def small_shards(monkeypatch):
+    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+
+
+def assert_same_vectors(serial, parallel):
+    assert parallel.words == serial.words
+    np.testing.assert_array_equal(parallel.counts, serial.counts)
+    a, b = serial.vectors, parallel.vectors
+    cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cosine.min() >= 0.99999
+
+
+FREQUENT = ["cat", "dog", "garden", "new york"]
+
+
+@pytest.mark.parametrize(
+    ("max_contexts", "entries"),
+    # 130: cat, dog and garden have theirs in a.txt, new york only in b.txt.gz, and the serial
+    # pass stops there; shards where cat may take nothing are still read for new york.
+    [(0, None), (7, None), (130, FREQUENT)],
+)
+def test_workers_and_two_encoders_give_the_serial_vectors_and_counts(
+    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts, entries
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", max_contexts=max_contexts)
+    vocab = entries or vocab_file
+    serial = distill(corpus_folder, vocab, config.replace(workers=1))
+    parallel = distill(corpus_folder, vocab, config.replace(workers=2, device="cpu,cpu"))
+    assert_same_vectors(serial, parallel)
+    assert serial.meta["stats"]["stopped_early"] == (entries is not None)
+    # Chunks end at shard ends, so batches (and their padding) differ; everything else is equal.
+    for key in serial.meta["stats"].keys() - {"seconds", "padded_tokens"}:
+        assert parallel.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def test_a_stopped_parallel_run_resumes_exactly_with_another_worker_count(
+    roberta_dir, corpus_folder, vocab_file, small_shards, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=4)
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    out = tmp_path / "out"
+    stop = threading.Event()
+
+    def stop_once_encoding(report):  # after the first batches
+        if getattr(report, "tokens", 0):
+            stop.set()
+
+    with pytest.raises(Interrupted, match="resume with"):
+        distill(
+            corpus_folder,
+            vocab_file,
+            config.replace(workers=2),
+            progress=stop_once_encoding,
+            checkpointing=Checkpointing(out, 0, stop),
+        )
+    saved = load_checkpoint(out)
+    assert saved.shards is not None and not all(s["done"] for s in saved.shards)
+    # One worker process now: the shards, not the workers, carry the state.
+    resumed = distill(corpus_folder, vocab_file, config.replace(workers=1), resume_from=saved)
+    assert_same_vectors(serial, resumed)
+    for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+        assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def test_a_workers_bad_input_is_one_line_naming_the_file_and_line(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "docs.jsonl"
+    records = [json.dumps({"text": line}) for line in CORPUS_LINES * 5]
+    corpus.write_text("\n".join(records[:30] + ["{broken"] + records[30:]) + "\n")
+    out = tmp_path / "out"
+    result = subprocess.run(
+        ["roberta-static", "distill", str(corpus), "--vocab", str(vocab_file), "--model"]
+        + [str(roberta_dir), "--out", str(out), "--workers", "2", "-q"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {corpus}:31: not valid JSON (Expecting property name enclosed in double quotes)"
+    ]
+    assert not out.exists()
