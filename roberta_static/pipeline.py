@@ -25,6 +25,7 @@ from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .fill import mapped_fill
 from .postprocess import postprocess
 from .progress import Plan, Progress, ProgressCallback, size_text
+from .ray_engine import run_ray
 from .runner import PassState, Producer, SerialPass, add_batch, contexts_allowed
 from .segment import load_segmenter
 from .stats import RunStats
@@ -144,7 +145,18 @@ def distill_from_model(
         if not vocab.entries:
             raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
     report(_plan(len(vocab), _dim(encoder, config), encoder))
-    if _parallel(config, corpus, resume_from):
+    if config.engine == "ray":
+        if not isinstance(corpus, Corpus):
+            raise ConfigError(
+                "the Ray engine reads corpus files; texts in memory need engine='local'",
+                field="engine",
+            )
+        sums, counts, stats, seen = run_ray(
+            encoder, model, tokenizer, corpus, vocab, config, report, checkpointing, resume_from
+        )
+        stats.entries = len(vocab)
+        means, counts = mean_vectors(sums, counts)
+    elif _parallel(config, corpus, resume_from):
         encoders = [encoder] + [
             Encoder(copy.deepcopy(model), tokenizer, config.replace(device=device))
             for device in config.devices[1:]

@@ -1,0 +1,510 @@
+"""The pass on a Ray cluster (``engine="ray"``): shard tasks feed encoder actors.
+
+One Ray task per shard runs the CPU side over it (the function a worker process of
+:mod:`roberta_static.workers` runs) and streams its chunks of numpy batches (a generator task).
+Encoder actors, one per GPU (or ``encoders`` on CPU), hold the model and sum each shard's batches
+apart, in float64. A shard's sums reach the driver once the shard is complete, and the driver
+merges them in shard order: the result is the serial pass's up to float rounding.
+
+Faults: Ray runs a killed shard task again (its replay yields the same chunks) and restarts a
+killed actor, sending it the calls it had not answered. A restarted actor has lost its partial
+sums; at the shard's end it names the chunks it lacks, and the driver sends them again (it keeps a
+shard's chunks until the shard is merged). An actor adds a chunk number once, so nothing is lost
+or counted twice.
+
+Checkpoints hold the shards merged so far and the others at the state they started from; they
+are the local parallel pass's checkpoints, so either engine resumes the other's.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from .accumulate import Accumulator, output_dim
+from .batching import Batch, EncodeStats
+from .checkpoint import Checkpoint, Checkpointing
+from .config import DistillConfig
+from .corpus import Corpus
+from .encoder import Encoder
+from .errors import ConfigError, Interrupted, RobertaStaticError
+from .progress import Progress, ProgressCallback
+from .runner import PassState, Producer, add_batch
+from .shards import Shard, plan_shards
+from .stats import RunStats
+from .vocab import Vocabulary
+from .workers import (
+    ShardState,
+    WorkerSetup,
+    count_occurrences,
+    fresh_shards,
+    load_shards,
+    merged_stats,
+    occurring,
+    save_shards,
+    shard_chunks,
+    worker_failure,
+)
+
+_POLL_SECONDS = 0.1
+_CHUNKS_AHEAD = 4  # chunks of a shard sent to its actor and not yet added
+# Shard tasks and CPU actors compute on one thread each: a process per core, as the cluster
+# schedules them, instead of every process's thread pool fighting over all the cores.
+_ONE_THREAD = {
+    "env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+}
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            'the Ray engine needs Ray: pip install "roberta-static[ray]"', field="engine"
+        ) from None
+    return ray
+
+
+@dataclass(frozen=True)
+class _ChunkHeader:
+    """Yielded before each chunk's batches: its number and how far the shard has got."""
+
+    number: int
+    bytes_done: int
+    sentences: int
+
+
+@dataclass(frozen=True)
+class _ShardEnd:
+    """Yielded last: how many chunks the shard had, and its final state."""
+
+    chunks: int
+    state: PassState
+    encode_stats: EncodeStats
+
+
+@dataclass
+class ShardSums:
+    """One shard's contribution: sums and counts of the entries it holds, encoder counters."""
+
+    rows: np.ndarray
+    sums: np.ndarray
+    counts: np.ndarray
+    stats: RunStats
+
+
+# Worker side: Ray reuses worker processes, so a producer is built once per run and process.
+_producers: dict[str, Producer] = {}
+
+
+def _producer(run: str, setup: WorkerSetup) -> Producer:
+    if run not in _producers:
+        _producers.clear()
+        _producers[run] = setup.producer()
+    return _producers[run]
+
+
+def _count_shard(run: str, setup: WorkerSetup, shard: Shard) -> np.ndarray:
+    """A Ray task: occurrences of each entry in one shard (for the quotas)."""
+    with _one_line_errors():
+        return count_occurrences(_producer(run, setup), shard, len(setup.entries))
+
+
+def _produce_shard(
+    run: str, setup: WorkerSetup, shard: Shard, state: PassState, encode_stats: EncodeStats
+) -> Iterator[_ChunkHeader | list[Batch] | _ShardEnd]:
+    """A Ray generator task: each chunk's header, then its batches; the shard's end last."""
+    # Arguments from Ray's object store are read-only; the pass counts contexts down in place.
+    state = replace(state, remaining=state.remaining.copy())
+    with _one_line_errors():
+        producer = _producer(run, setup)
+        number = 0
+        for chunk, bytes_done in shard_chunks(producer, shard, state, encode_stats):
+            yield _ChunkHeader(number, bytes_done, chunk.state.stats.sentences)
+            yield chunk.batches
+            number += 1
+        yield _ShardEnd(number, state, replace(producer.subwords.stats))
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    try:
+        yield
+    except RobertaStaticError:
+        raise
+    except Exception as error:  # noqa: BLE001 (reaches the user as one line)
+        raise worker_failure(error) from None
+
+
+@dataclass
+class _Partial:
+    accumulator: Accumulator
+    stats: RunStats = field(default_factory=RunStats)
+    chunks: set[int] = field(default_factory=set)
+
+
+class EncoderActor:
+    """A Ray actor: the model on one device, summing each shard's batches apart."""
+
+    def __init__(self, model: list[Any], config: DistillConfig, entries: int, device: str) -> None:
+        import ray
+        import torch
+
+        if device == "cpu":
+            torch.set_num_threads(1)
+        self.config = config.replace(device=device)
+        # The model and tokenizer come as a reference in a list, which Ray passes unresolved: a
+        # restarted actor fetches them again from the driver, which holds them for the run.
+        *parts, tokenizer = ray.get(model[0])
+        self.encoder = Encoder(_rebuilt(*parts), tokenizer, self.config)
+        self.entries = entries
+        self.dim = output_dim(self.encoder.hidden_size, len(self.encoder.layers), config.combine)
+        self.partial: dict[int, _Partial] = {}
+
+    def add(self, shard: int, number: int, batches: list[Batch]) -> int:
+        """Add chunk ``number`` of ``shard`` unless already added; returns the tokens encoded."""
+        part = self.partial.get(shard)
+        if part is None:
+            part = self.partial[shard] = _Partial(
+                Accumulator(self.entries, self.dim, self.encoder.device)
+            )
+        if number in part.chunks:
+            return 0
+        tokens, recomputes = part.stats.tokens, self.encoder.float32_recomputes
+        for batch in batches:
+            # Arrays from the object store are read-only, and torch warns about such arrays.
+            batch = Batch(*(np.array(getattr(batch, f.name)) for f in fields(Batch)))
+            add_batch(self.encoder, batch, part.accumulator, self.config, part.stats)
+        part.stats.batches_recomputed_float32 += self.encoder.float32_recomputes - recomputes
+        part.chunks.add(number)
+        return part.stats.tokens - tokens
+
+    def finish(self, shard: int, chunks: int) -> ShardSums | list[int]:
+        """The shard's sums once all ``chunks`` are added, else the numbers of those missing."""
+        part = self.partial.get(shard)
+        missing = sorted(set(range(chunks)) - (part.chunks if part else set()))
+        if missing:
+            return missing
+        self.partial.pop(shard, None)
+        if part is None:  # a shard without any sentence to encode
+            empty = np.zeros(0, dtype=np.int64)
+            return ShardSums(empty, np.zeros((0, self.dim)), empty, RunStats())
+        sums, counts = part.accumulator.state()
+        rows = np.flatnonzero(counts)
+        return ShardSums(rows, sums[rows], counts[rows], part.stats)
+
+
+def _parts(model: Any) -> tuple[type, Any, dict[str, Any]]:
+    """A model as class, config and weights on the CPU.
+
+    A pickled model loses what transformers 5 sets up when it builds one (the hooks that record
+    hidden states), so actors build the model again from these parts.
+    """
+    weights = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    return type(model), model.config, weights
+
+
+def _rebuilt(cls: type, config: Any, weights: dict[str, Any]) -> Any:
+    model = cls(config)
+    model.load_state_dict(weights)
+    return model.eval()
+
+
+class _Cancelled(Exception):
+    """The run ended (an error or a stop) while this shard was under way."""
+
+
+class RayPass:
+    """The pass over shards on a Ray cluster: shard tasks, encoder actors, a merge in order."""
+
+    def __init__(
+        self,
+        ray: Any,
+        encoder: Encoder,
+        model: Any,
+        tokenizer: Any,
+        corpus: Corpus,
+        vocab: Vocabulary,
+        config: DistillConfig,
+        report: ProgressCallback,
+    ) -> None:
+        self.ray, self.corpus, self.vocab, self.config = ray, corpus, vocab, config
+        self.report = report
+        self.run_id = uuid.uuid4().hex
+        self.setup = ray.put(WorkerSetup.of(encoder, corpus, vocab, config))
+        resources = ray.cluster_resources()
+        gpus = int(resources.get("GPU", 0))
+        on_gpu = gpus > 0 and config.device != "cpu"
+        self.slots = config.workers or max(1, int(resources.get("CPU", 1)))
+        self.model = ray.put((*_parts(model), tokenizer))
+        actor = ray.remote(EncoderActor)
+        options = {
+            # Encoders reserve no CPU: the cluster's CPUs go to the shard tasks feeding them.
+            "num_cpus": 0,
+            "num_gpus": 1 if on_gpu else 0,
+            "max_restarts": -1,
+            "max_task_retries": -1,
+            "runtime_env": None if on_gpu else _ONE_THREAD,
+        }
+        self.actors = [
+            actor.options(name=f"roberta-static-{self.run_id}-encoder-{i}", **options).remote(
+                [self.model], config, len(vocab), "cuda" if on_gpu else "cpu"
+            )
+            for i in range(config.encoders or (gpus if on_gpu else 1))
+        ]
+        self.load = [0] * len(self.actors)
+        self.lock = threading.Lock()
+        task = ray.remote(num_cpus=1, max_retries=3, runtime_env=_ONE_THREAD)
+        self.count_task = task(_count_shard)
+        self.produce_task = task(_produce_shard)
+        self.cancelled = threading.Event()
+        self.news: queue.Queue[tuple[int, int, int, int]] = queue.Queue()
+
+    def count(self, shards: list[Shard], stop: Any) -> np.ndarray:
+        """``[shards, entries]`` occurrences, one count task per shard."""
+        refs = [self.count_task.remote(self.run_id, self.setup, shard) for shard in shards]
+        while self.ray.wait(refs, num_returns=len(refs), timeout=_POLL_SECONDS)[1]:
+            if stop is not None and stop.is_set():
+                raise Interrupted(
+                    "stopped while counting occurrences per shard, before any vector was "
+                    "computed; nothing was saved"
+                )
+        return np.stack(self._get(refs))
+
+    def run(
+        self,
+        shard_states: list[ShardState],
+        merged: _Merged,
+        stop: Any,
+        save: Callable[[list[ShardState]], None] | None,
+        every_seconds: float,
+    ) -> None:
+        """Run every unfinished shard, merging each into ``merged`` in shard order.
+
+        ``save(states)`` checkpoints (``merged`` then holds the sums of the states that are
+        done) every ``every_seconds`` and when ``stop`` is set.
+        """
+        order = [index for index, entry in enumerate(shard_states) if not entry.done]
+        finished: dict[int, tuple[ShardState, ShardSums]] = {}
+        progress = _Progress(len(shard_states))
+        saved_at = time.monotonic()
+        pool = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
+        try:
+            futures: dict[Future, int] = {
+                pool.submit(self._shard, index, shard_states[index]): index for index in order
+            }
+            while futures:
+                done, _ = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = futures.pop(future)
+                    finished[index] = future.result()
+                while order and order[0] in finished:
+                    index = order.pop(0)
+                    shard_states[index], sums = finished.pop(index)
+                    merged.add(sums)
+                self._report(progress, merged)
+                stopping = stop is not None and stop.is_set()
+                due = every_seconds and time.monotonic() - saved_at >= every_seconds
+                if save is not None and (stopping or due):
+                    # A shard finished before an earlier one is not merged yet: its state is
+                    # still the one it started from, and so it is saved.
+                    save(shard_states)
+                    saved_at = time.monotonic()
+        finally:
+            self.cancelled.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _report(self, progress: _Progress, merged: _Merged) -> None:
+        while True:
+            try:
+                index, bytes_done, sentences, tokens = self.news.get_nowait()
+            except queue.Empty:
+                break
+            progress.tokens += tokens
+            if index >= 0:
+                progress.bytes[index], progress.sentences[index] = bytes_done, sentences
+        self.report(
+            Progress(
+                "distill",
+                sum(progress.bytes),
+                self.corpus.total_bytes,
+                sum(progress.sentences),
+                merged.stats.tokens + progress.tokens,
+            )
+        )
+
+    def _shard(self, index: int, entry: ShardState) -> tuple[ShardState, ShardSums]:
+        """One shard through its task and an actor; its state and sums once complete."""
+        with self.lock:
+            which = int(np.argmin(self.load))
+            self.load[which] += 1
+        actor = self.actors[which]
+        chunks = self.produce_task.remote(
+            self.run_id, self.setup, entry.shard, entry.state, entry.encode_stats
+        )
+        try:
+            payloads, adds = {}, []
+            while not isinstance(header := self._get([self._next(chunks)])[0], _ShardEnd):
+                payloads[header.number] = payload = self._next(chunks)
+                adds.append(actor.add.remote(index, header.number, payload))
+                self.news.put((index, header.bytes_done, header.sentences, 0))
+                if len(adds) > _CHUNKS_AHEAD:
+                    self._added(adds.pop(0))
+            for ref in adds:
+                self._added(ref)
+            while isinstance(sums := self._finish(actor, index, header.chunks), list):
+                for number in sums:  # the actor restarted and lost them
+                    self._added(actor.add.remote(index, number, payloads[number]))
+        except _Cancelled:
+            self.ray.cancel(chunks)
+            raise
+        finally:
+            with self.lock:
+                self.load[which] -= 1
+        state = replace(entry, state=header.state, encode_stats=header.encode_stats, done=True)
+        return state, sums
+
+    def _finish(self, actor: Any, index: int, chunks: int) -> ShardSums | list[int]:
+        return self._get([actor.finish.remote(index, chunks)])[0]
+
+    def _added(self, ref: Any) -> None:
+        self.news.put((-1, 0, 0, self._get([ref])[0]))
+
+    def _next(self, chunks: Any) -> Any:
+        """The next object of a generator task, waiting no longer than the run lasts."""
+        while not self.ray.wait([chunks], timeout=_POLL_SECONDS)[0]:
+            if self.cancelled.is_set():
+                raise _Cancelled
+        return next(chunks)
+
+    def _get(self, refs: list[Any]) -> list[Any]:
+        """The values of ``refs``; a task's error is raised as the error it raised."""
+        ray = self.ray
+        while ray.wait(refs, num_returns=len(refs), timeout=_POLL_SECONDS)[1]:
+            if self.cancelled.is_set():
+                raise _Cancelled
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as error:
+            cause = error.cause
+            if isinstance(cause, RobertaStaticError):
+                raise cause from None
+            raise worker_failure(cause) from None
+        except ray.exceptions.RayError as error:  # an actor that cannot start, a lost node
+            problem = str(error).strip().splitlines()[0]
+            raise ConfigError(f"the Ray cluster failed: {problem}", field="engine") from None
+
+
+@dataclass
+class _Progress:
+    shards: int
+    tokens: int = 0
+
+    def __post_init__(self) -> None:
+        self.bytes = [0] * self.shards
+        self.sentences = [0] * self.shards
+
+
+class _Merged:
+    """Sums, counts and encoder counters of the shards merged so far (float64, in order)."""
+
+    def __init__(self, entries: int, dim: int, resume_from: Checkpoint | None) -> None:
+        self.sums = np.zeros((entries, dim))
+        self.counts = np.zeros(entries, dtype=np.int64)
+        self.stats = RunStats()
+        if resume_from is not None:
+            self.sums += resume_from.sums
+            self.counts += resume_from.counts
+            for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
+                setattr(self.stats, name, resume_from.stats[name])
+
+    def add(self, part: ShardSums) -> None:
+        self.sums[part.rows] += part.sums
+        self.counts[part.rows] += part.counts
+        self.stats.tokens += part.stats.tokens
+        self.stats.padded_tokens += part.stats.padded_tokens
+        self.stats.batches_recomputed_float32 += part.stats.batches_recomputed_float32
+
+    def result(self, shard_states: list[ShardState]) -> RunStats:
+        """The statistics of ``shard_states`` with the encoders' counters."""
+        stats = merged_stats(shard_states)
+        for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
+            setattr(stats, name, getattr(self.stats, name))
+        return stats
+
+
+def run_ray(
+    encoder: Encoder,
+    model: Any,
+    tokenizer: Any,
+    corpus: Corpus,
+    vocab: Vocabulary,
+    config: DistillConfig,
+    report: ProgressCallback,
+    checkpointing: Checkpointing | None,
+    resume_from: Checkpoint | None,
+) -> tuple[np.ndarray, np.ndarray, RunStats, np.ndarray]:
+    """The pass on a Ray cluster, from the start or from a (parallel) checkpoint.
+
+    Returns:
+        Summed vectors (float64), counts, merged statistics, and which entries occur at all.
+
+    """
+    ray = import_ray()
+    if resume_from is not None and resume_from.shards is None:
+        raise ConfigError(
+            "the checkpoint is of a run in one process; resume it with --engine local",
+            field="engine",
+        )
+    stop = checkpointing.stop if checkpointing is not None else None
+    dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
+    merged = _Merged(len(vocab), dim, resume_from)
+    started = time.perf_counter()
+    with _cluster(ray, config.ray_address):
+        pass_ = RayPass(ray, encoder, model, tokenizer, corpus, vocab, config, report)
+        if resume_from is not None:
+            shard_states = load_shards(resume_from)
+        else:
+            count = lambda first: pass_.count(first, stop)  # noqa: E731
+            shard_states = fresh_shards(plan_shards(corpus.files), len(vocab), config, count)
+        save = None
+        if checkpointing is not None:
+            checkpointing.nothing_to_lose = False
+
+            def save(states: list[ShardState]) -> None:
+                stats = merged.result(states)
+                stats.seconds += time.perf_counter() - started
+                result = (merged.sums, merged.counts, stats)
+                save_shards(checkpointing, config, corpus, vocab, states, result)
+
+        every = checkpointing.every_seconds if checkpointing is not None else 0.0
+        pass_.run(shard_states, merged, stop, save, every)
+    return merged.sums, merged.counts, merged.result(shard_states), occurring(shard_states)
+
+
+@contextmanager
+def _cluster(ray: Any, address: str | None) -> Iterator[None]:
+    """Ray as this process is connected to it, or joined (or started) for the run."""
+    if ray.is_initialized():
+        yield
+        return
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, include_dashboard=False)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        where = address or "a new local cluster"
+        raise ConfigError(f"cannot start Ray at {where}: {error}", field="ray_address") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
