@@ -19,6 +19,7 @@ are the local parallel pass's checkpoints, so either engine resumes the other's.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -58,11 +59,6 @@ from .workers import (
 
 _POLL_SECONDS = 0.1
 _CHUNKS_AHEAD = 4  # chunks of a shard sent to its actor and not yet added
-# Shard tasks and CPU actors compute on one thread each: a process per core, as the cluster
-# schedules them, instead of every process's thread pool fighting over all the cores.
-_ONE_THREAD = {
-    "env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-}
 
 
 def import_ray() -> Any:
@@ -110,6 +106,10 @@ _producers: dict[str, Producer] = {}
 
 def _producer(run: str, setup: WorkerSetup) -> Producer:
     if run not in _producers:
+        # A shard task holds one CPU: Ray sets OMP_NUM_THREADS to 1, and the subword tokenizer
+        # must not spread a batch over every core either. (A runtime_env would say the same, at
+        # the cost of fresh worker processes.)
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
         _producers.clear()
         _producers[run] = setup.producer()
     return _producers[run]
@@ -162,7 +162,7 @@ class EncoderActor:
         import torch
 
         if device == "cpu":
-            torch.set_num_threads(1)
+            torch.set_num_threads(1)  # one core per CPU encoder; --encoders N takes N
         self.config = config.replace(device=device)
         # The model and tokenizer come as a reference in a list, which Ray passes unresolved: a
         # restarted actor fetches them again from the driver, which holds them for the run.
@@ -255,7 +255,6 @@ class RayPass:
             "num_gpus": 1 if on_gpu else 0,
             "max_restarts": -1,
             "max_task_retries": -1,
-            "runtime_env": None if on_gpu else _ONE_THREAD,
         }
         self.actors = [
             actor.options(name=f"roberta-static-{self.run_id}-encoder-{i}", **options).remote(
@@ -265,7 +264,7 @@ class RayPass:
         ]
         self.load = [0] * len(self.actors)
         self.lock = threading.Lock()
-        task = ray.remote(num_cpus=1, max_retries=3, runtime_env=_ONE_THREAD)
+        task = ray.remote(num_cpus=1, max_retries=3)
         self.count_task = task(_count_shard)
         self.produce_task = task(_produce_shard)
         self.cancelled = threading.Event()

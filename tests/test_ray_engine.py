@@ -1,0 +1,155 @@
+"""The Ray engine: shard tasks and encoder actors on a local cluster give the serial result."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+import pytest
+import ray
+from conftest import CORPUS_LINES
+from test_workers import assert_same_vectors
+
+from roberta_static import DistillConfig, distill
+from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static.errors import ConfigError, CorpusError, Interrupted
+from roberta_static.ray_engine import import_ray
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus_folder(tmp_path_factory):
+    """Two plain files cut into many shards, and a compressed one."""
+    import gzip
+
+    folder = tmp_path_factory.mktemp("corpus")
+    (folder / "a.txt").write_text("\n".join(CORPUS_LINES * 20) + "\n")
+    with gzip.open(folder / "b.txt.gz", "wt") as handle:
+        handle.write("\n".join(CORPUS_LINES[::-1] * 5) + "\n")
+    (folder / "c.txt").write_text("\n".join(CORPUS_LINES[1:] * 12))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def small_shards(monkeypatch):
+    # The driver plans the shards: about ten, so shards run on both encoders at once.
+    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+
+
+@pytest.fixture()
+def config(roberta_dir):
+    return DistillConfig(model=str(roberta_dir), layers="1-2", chunk_sentences=16)
+
+
+@pytest.mark.parametrize("max_contexts", [0, 7])
+def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
+    corpus_folder, vocab_file, config, max_contexts
+):
+    config = config.replace(max_contexts=max_contexts)
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    reports = []
+    on_ray = distill(
+        corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), reports.append
+    )
+    assert_same_vectors(serial, on_ray)
+    compared = serial.meta["stats"].keys() - {"seconds", "padded_tokens"}
+    if max_contexts:  # each shard reads only while it may take contexts (see test_workers)
+        compared = {"occurrences_used"} | {k for k in compared if k.startswith("entries")}
+    for key in compared:
+        assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
+    # One bar: bytes read across the shards, up to the whole corpus.
+    read = [report.bytes_read for report in reports if report.stage == "distill"]
+    assert read == sorted(read)
+    if not max_contexts:
+        assert read[-1] == reports[-1].total_bytes
+
+
+def test_a_killed_encoder_actor_is_restarted_and_nothing_is_lost_or_counted_twice(
+    corpus_folder, vocab_file, config
+):
+    config = config.replace(max_contexts=0)
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    killed = []
+
+    def kill_once_encoding(report):
+        if getattr(report, "tokens", 0) and not killed:
+            names = [n for n in ray.util.list_named_actors() if n.startswith("roberta-static-")]
+            ray.kill(ray.get_actor(sorted(names)[0]), no_restart=False)
+            killed.append(report)
+
+    on_ray = distill(
+        corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), kill_once_encoding
+    )
+    assert killed and killed[0].bytes_read < killed[0].total_bytes  # mid-run
+    assert_same_vectors(serial, on_ray)
+    for key in ("occurrences_used", "sentences", "sentences_encoded", "tokens", "windows"):
+        assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
+    corpus_folder, vocab_file, config, tmp_path
+):
+    config = config.replace(max_contexts=0)
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    stop = threading.Event()
+
+    def stop_once_encoding(report):
+        if getattr(report, "tokens", 0):
+            stop.set()
+
+    with pytest.raises(Interrupted, match="resume with"):
+        distill(
+            corpus_folder,
+            vocab_file,
+            config.replace(engine="ray", encoders=2),
+            progress=stop_once_encoding,
+            checkpointing=Checkpointing(tmp_path, 0, stop),
+        )
+    saved = load_checkpoint(tmp_path)
+    assert saved.shards is not None and not all(s["done"] for s in saved.shards)
+    resumed = distill(corpus_folder, vocab_file, config.replace(workers=1), resume_from=saved)
+    assert_same_vectors(serial, resumed)
+    for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+        assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def test_a_bad_line_in_a_shard_is_one_line_naming_the_file_and_line(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "docs.jsonl"
+    records = [json.dumps({"text": line}) for line in CORPUS_LINES * 5]
+    corpus.write_text("\n".join(records[:30] + ["{broken"] + records[30:]) + "\n")
+    config = DistillConfig(model=str(roberta_dir), layers="1", engine="ray")
+    with pytest.raises(CorpusError) as error:
+        distill(corpus, vocab_file, config)
+    assert str(error.value) == (
+        f"{corpus}:31: not valid JSON (Expecting property name enclosed in double quotes)"
+    )
+
+
+def test_without_ray_installed_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(ConfigError, match=r'pip install "roberta-static\[ray\]"'):
+        import_ray()
+
+
+def test_engine_options_do_not_change_the_result():
+    base = DistillConfig(model="m")
+    on_ray = base.replace(engine="ray", ray_address="auto", encoders=4)
+    assert on_ray.result_options() == base.result_options()
+    with pytest.raises(ConfigError, match="engine"):
+        base.replace(engine="spark")
+    with pytest.raises(ConfigError, match="encoders"):
+        base.replace(encoders=0)
+
+
+def test_texts_in_memory_are_refused_as_they_have_no_shards(config):
+    with pytest.raises(ConfigError, match="texts in memory"):
+        distill(texts=CORPUS_LINES, vocab=["cat"], config=config.replace(engine="ray"))
