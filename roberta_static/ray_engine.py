@@ -297,6 +297,10 @@ class RayPass:
         order = [index for index, entry in enumerate(shard_states) if not entry.done]
         finished: dict[int, tuple[ShardState, ShardSums]] = {}
         progress = _Progress(len(shard_states))
+        for index, entry in enumerate(shard_states):
+            if entry.done and not entry.state.stats.stopped_early:  # read by an earlier run
+                start, end = entry.shard.byte_range(self.corpus.files)
+                progress.bytes[index] = end - start
         saved_at = time.monotonic()
         pool = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
         try:
@@ -371,6 +375,8 @@ class RayPass:
         finally:
             with self.lock:
                 self.load[which] -= 1
+        start, end = entry.shard.byte_range(self.corpus.files)
+        self.news.put((index, end - start, header.state.stats.sentences, 0))
         state = replace(entry, state=header.state, encode_stats=header.encode_stats, done=True)
         return state, sums
 

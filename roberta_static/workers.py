@@ -445,10 +445,10 @@ def shard_chunks(
     shard's encoding counters.
     """
     producer.subwords.stats = replace(encode_stats)
-    earlier = producer.corpus.files[: shard.start.file]
-    base = sum(path.stat().st_size for path in earlier) + shard.start.offset
+    start, end = shard.byte_range(producer.corpus.files)
     for chunk in producer.chunks(state, shard.stop):
-        yield chunk, max(0, producer.corpus.bytes_read - base)
+        # The reader's buffer runs past the shard's end: count what lies inside it.
+        yield chunk, min(max(0, producer.corpus.bytes_read - start), end - start)
 
 
 def _encode(
