@@ -285,15 +285,17 @@ class RayPass:
         self,
         shard_states: list[ShardState],
         merged: _Merged,
-        stop: Any,
-        save: Callable[[list[ShardState]], None] | None,
-        every_seconds: float,
+        checkpointing: Checkpointing | None,
+        save: Callable[[list[ShardState]], None],
     ) -> None:
         """Run every unfinished shard, merging each into ``merged`` in shard order.
 
-        ``save(states)`` checkpoints (``merged`` then holds the sums of the states that are
-        done) every ``every_seconds`` and when ``stop`` is set.
+        With ``checkpointing``, ``save(states)`` checkpoints (``merged`` then holds the sums of
+        the states that are done) now and then, and when asked to stop; before the first shard
+        is merged, a stop loses nothing and ends the run at once.
         """
+        stop = checkpointing.stop if checkpointing is not None else None
+        every_seconds = checkpointing.every_seconds if checkpointing is not None else 0.0
         order = [index for index, entry in enumerate(shard_states) if not entry.done]
         finished: dict[int, tuple[ShardState, ShardSums]] = {}
         progress = _Progress(len(shard_states))
@@ -316,10 +318,12 @@ class RayPass:
                     index = order.pop(0)
                     shard_states[index], sums = finished.pop(index)
                     merged.add(sums)
+                    if checkpointing is not None:
+                        checkpointing.nothing_to_lose = False
                 self._report(progress, merged)
                 stopping = stop is not None and stop.is_set()
                 due = every_seconds and time.monotonic() - saved_at >= every_seconds
-                if save is not None and (stopping or due):
+                if checkpointing is not None and (stopping or due):
                     # A shard finished before an earlier one is not merged yet: its state is
                     # still the one it started from, and so it is saved.
                     save(shard_states)
@@ -483,18 +487,14 @@ def run_ray(
         else:
             count = lambda first: pass_.count(first, stop)  # noqa: E731
             shard_states = fresh_shards(plan_shards(corpus.files), len(vocab), config, count)
-        save = None
-        if checkpointing is not None:
-            checkpointing.nothing_to_lose = False
 
-            def save(states: list[ShardState]) -> None:
-                stats = merged.result(states)
-                stats.seconds += time.perf_counter() - started
-                result = (merged.sums, merged.counts, stats)
-                save_shards(checkpointing, config, corpus, vocab, states, result)
+        def save(states: list[ShardState]) -> None:
+            stats = merged.result(states)
+            stats.seconds += time.perf_counter() - started
+            result = (merged.sums, merged.counts, stats)
+            save_shards(checkpointing, config, corpus, vocab, states, result)
 
-        every = checkpointing.every_seconds if checkpointing is not None else 0.0
-        pass_.run(shard_states, merged, stop, save, every)
+        pass_.run(shard_states, merged, checkpointing, save)
     return merged.sums, merged.counts, merged.result(shard_states), occurring(shard_states)
 
 

@@ -114,10 +114,11 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
         )
     saved = load_checkpoint(tmp_path)
     assert saved.shards is not None and not all(s["done"] for s in saved.shards)
-    resumed = distill(corpus_folder, vocab_file, config.replace(workers=1), resume_from=saved)
-    assert_same_vectors(serial, resumed)
-    for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
-        assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+    for engine in ({"workers": 1}, {"engine": "ray", "encoders": 1}):
+        resumed = distill(corpus_folder, vocab_file, config.replace(**engine), resume_from=saved)
+        assert_same_vectors(serial, resumed)
+        for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+            assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
 
 
 def test_a_bad_line_in_a_shard_is_one_line_naming_the_file_and_line(
