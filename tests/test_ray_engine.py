@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import ray
@@ -71,23 +74,42 @@ def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
         assert read[-1] == reports[-1].total_bytes
 
 
-def test_a_killed_encoder_actor_is_restarted_and_nothing_is_lost_or_counted_twice(
+def _shard_task_pids() -> list[int]:
+    """Processes running a shard task now (Ray titles them after the task's function)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes().startswith(b"ray::_produce_shard"):
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # ended meanwhile
+            continue
+    return pids
+
+
+def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_counted_twice(
     corpus_folder, vocab_file, config
 ):
     config = config.replace(max_contexts=0)
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
-    killed = []
+    killed = {}
 
     def kill_once_encoding(report):
-        if getattr(report, "tokens", 0) and not killed:
+        if not getattr(report, "tokens", 0):
+            return
+        if "actor" not in killed:
             names = [n for n in ray.util.list_named_actors() if n.startswith("roberta-static-")]
             ray.kill(ray.get_actor(sorted(names)[0]), no_restart=False)
-            killed.append(report)
+            killed["actor"] = report
+        if "task" not in killed and (pids := _shard_task_pids()):
+            os.kill(pids[0], signal.SIGKILL)
+            killed["task"] = report
 
     on_ray = distill(
         corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), kill_once_encoding
     )
-    assert killed and killed[0].bytes_read < killed[0].total_bytes  # mid-run
+    for report in killed.values():  # mid-run
+        assert report.bytes_read < report.total_bytes
+    assert set(killed) == {"actor", "task"}
     assert_same_vectors(serial, on_ray)
     for key in ("occurrences_used", "sentences", "sentences_encoded", "tokens", "windows"):
         assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
