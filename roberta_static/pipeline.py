@@ -25,7 +25,7 @@ from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .fill import mapped_fill
 from .postprocess import postprocess
 from .progress import Plan, Progress, ProgressCallback, size_text
-from .ray_engine import run_ray
+from .ray_engine import check_cluster, run_ray
 from .runner import PassState, Producer, SerialPass, add_batch, contexts_allowed
 from .segment import load_segmenter
 from .stats import RunStats
@@ -69,6 +69,8 @@ def distill(
     if config is None:
         raise TypeError("distill() needs config=DistillConfig(model=...)")
     source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
+    if config.engine == "ray":
+        check_cluster(config)
     model, tokenizer = load_pretrained(config)
     return distill_from_model(
         model, tokenizer, source, vocabulary, config, progress, checkpointing, resume_from

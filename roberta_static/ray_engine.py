@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -58,6 +59,7 @@ from .workers import (
 )
 
 _POLL_SECONDS = 0.1
+_CONNECT_SECONDS = 5
 _CHUNKS_AHEAD = 4  # chunks of a shard sent to its actor and not yet added
 
 
@@ -470,7 +472,7 @@ def run_ray(
         Summed vectors (float64), counts, merged statistics, and which entries occur at all.
 
     """
-    ray = import_ray()
+    ray = check_cluster(config)
     if resume_from is not None and resume_from.shards is None:
         raise ConfigError(
             "the checkpoint is of a run in one process; resume it with --engine local",
@@ -513,3 +515,26 @@ def _cluster(ray: Any, address: str | None) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def check_cluster(config: DistillConfig) -> Any:
+    """Before the model loads: Ray is installed, and ``ray_address`` answers; returns ``ray``."""
+    ray = import_ray()
+    if config.ray_address is not None and not ray.is_initialized():
+        _check_reachable(config.ray_address)
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a ``HOST:PORT`` that nothing answers on: Ray would retry it for minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # auto, or a scheme Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_SECONDS).close()
+    except OSError as error:
+        raise ConfigError(
+            f"nothing answers at {address} ({error.strerror or error}); start the cluster with "
+            "`ray start --head` and pass the address it prints, or auto",
+            field="ray_address",
+        ) from None

@@ -176,3 +176,10 @@ def test_engine_options_do_not_change_the_result():
 def test_texts_in_memory_are_refused_as_they_have_no_shards(config):
     with pytest.raises(ConfigError, match="texts in memory"):
         distill(texts=CORPUS_LINES, vocab=["cat"], config=config.replace(engine="ray"))
+
+
+def test_a_cluster_address_nothing_answers_on_is_refused_before_the_model_loads(monkeypatch):
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh CLI process
+    config = DistillConfig(model="no-such-model", engine="ray", ray_address="127.0.0.1:1")
+    with pytest.raises(ConfigError, match=r"ray_address: nothing answers at 127\.0\.0\.1:1"):
+        distill(texts=["a cat"], vocab=["cat"], config=config)
