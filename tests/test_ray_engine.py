@@ -79,7 +79,7 @@ def _shard_task_pids() -> list[int]:
     pids = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if cmdline.read_bytes().startswith(b"ray::_produce_shard"):
+            if cmdline.read_bytes().startswith(b"ray::produce_shard"):
                 pids.append(int(cmdline.parent.name))
         except OSError:  # ended meanwhile
             continue
