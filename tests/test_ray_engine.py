@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import ray
-from conftest import CORPUS_LINES
+from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from test_workers import assert_same_vectors
 
 from roberta_static import DistillConfig, distill
@@ -46,17 +46,33 @@ def small_shards(monkeypatch):
     monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def config(roberta_dir):
     return DistillConfig(model=str(roberta_dir), layers="1-2", chunk_sentences=16)
 
 
+@pytest.fixture(scope="module")
+def serial_run(corpus_folder, config, tmp_path_factory):
+    """The single-process run with a given max_contexts, computed once per module."""
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB_ENTRIES) + "\n")
+    runs = {}
+
+    def run(max_contexts):
+        if max_contexts not in runs:
+            one = config.replace(workers=1, max_contexts=max_contexts)
+            runs[max_contexts] = distill(corpus_folder, vocab, one)
+        return runs[max_contexts]
+
+    return run
+
+
 @pytest.mark.parametrize("max_contexts", [0, 7])
 def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
-    corpus_folder, vocab_file, config, max_contexts
+    corpus_folder, vocab_file, config, serial_run, max_contexts
 ):
     config = config.replace(max_contexts=max_contexts)
-    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    serial = serial_run(max_contexts)
     reports = []
     on_ray = distill(
         corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), reports.append
@@ -87,10 +103,10 @@ def _shard_task_pids() -> list[int]:
 
 
 def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_counted_twice(
-    corpus_folder, vocab_file, config
+    corpus_folder, vocab_file, config, serial_run
 ):
     config = config.replace(max_contexts=0)
-    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    serial = serial_run(0)
     killed = {}
 
     def kill_once_encoding(report):
@@ -116,10 +132,10 @@ def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_
 
 
 def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
-    corpus_folder, vocab_file, config, tmp_path
+    corpus_folder, vocab_file, config, serial_run, tmp_path
 ):
     config = config.replace(max_contexts=0)
-    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    serial = serial_run(0)
     stop = threading.Event()
 
     def stop_once_encoding(report):
