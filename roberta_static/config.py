@@ -18,6 +18,7 @@ Device = str  # auto, cpu, cuda, cuda:N, mps, or several separated by commas
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 FillUnseen = Literal["none", "decontextualized", "mapped"]
+Engine = Literal["local", "ray"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "pool": ("mean", "first", "last", "max"),
@@ -25,6 +26,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "case": ("lower", "keep"),
     "dtype": ("auto", "float32", "bfloat16", "float16"),
     "fill_unseen": ("none", "decontextualized", "mapped"),
+    "engine": ("local", "ray"),
 }
 
 # The least value of each count option (``None``, where allowed, means unset or automatic); the
@@ -32,6 +34,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 MINIMUMS = {
     "max_contexts": 0,
     "workers": 1,
+    "encoders": 1,
     "batch_tokens": 1,
     "chunk_sentences": 1,
     "max_length": 1,
@@ -123,7 +126,13 @@ class DistillConfig:
         device: ``auto`` picks CUDA, then MPS, then CPU; ``cuda:1`` names a GPU; several, comma
             separated (``cuda:0,cuda:1``), run one encoder on each.
         workers: Processes that read, segment, match and tokenize the corpus; with 1 (the
-            default) the pass runs in this process.
+            default) the pass runs in this process. With the Ray engine: shard tasks running at
+            once (default: the cluster's CPUs).
+        engine: ``local`` runs the pass on this machine; ``ray`` on a Ray cluster (see
+            :mod:`roberta_static.ray_engine`).
+        ray_address: The Ray cluster to join (``auto``, ``HOST:PORT``); unset: the one this
+            process is connected to, or a new local one.
+        encoders: Encoder actors on a Ray cluster (default: one per GPU, or 1 without GPUs).
         dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
         case: ``lower`` matches and stores entries lower-cased; ``keep`` matches exactly.
         lang: Language of the blank spaCy pipeline used for segmentation.
@@ -156,7 +165,10 @@ class DistillConfig:
     chunk_sentences: int = _runtime(2048)
     max_length: int | None = None
     device: Device = _runtime("auto")
-    workers: int = _runtime(1)
+    workers: int | None = _runtime(None)
+    engine: Engine = _runtime("local")
+    ray_address: str | None = _runtime(None)
+    encoders: int | None = _runtime(None)
     dtype: DType = "auto"
     case: Case = "lower"
     lang: str = "en"

@@ -25,6 +25,7 @@ from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .fill import mapped_fill
 from .postprocess import postprocess
 from .progress import Plan, Progress, ProgressCallback, size_text
+from .ray_engine import check_cluster, run_ray
 from .runner import PassState, Producer, SerialPass, add_batch, contexts_allowed
 from .segment import load_segmenter
 from .stats import RunStats
@@ -69,6 +70,8 @@ def distill(
     if config is None:
         raise TypeError("distill() needs config=DistillConfig(model=...)")
     source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
+    if config.engine == "ray":
+        check_cluster(config)
     model, tokenizer = load_pretrained(config)
     return distill_from_model(
         model, tokenizer, source, vocabulary, config, progress, checkpointing, resume_from
@@ -145,13 +148,24 @@ def distill_from_model(
         if not vocab.entries:
             raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
     report(_plan(len(vocab), _dim(encoder, config), encoder))
-    if _parallel(config, corpus, resume_from):
+    if config.engine == "ray":
+        if not isinstance(corpus, Corpus):
+            raise ConfigError(
+                "the Ray engine reads corpus files; texts in memory need engine='local'",
+                field="engine",
+            )
+        sums, counts, stats, seen = run_ray(
+            encoder, model, tokenizer, corpus, vocab, config, report, checkpointing, resume_from
+        )
+        stats.entries = len(vocab)
+        means, counts = mean_vectors(sums, counts)
+    elif _parallel(config, corpus, resume_from):
         encoders = [encoder] + [
             Encoder(copy.deepcopy(model), tokenizer, config.replace(device=device))
             for device in config.devices[1:]
         ]
         on_cpu = any(one.device.type == "cpu" for one in encoders)
-        with torch_threads(on_cpu, cores_taken=config.workers):
+        with torch_threads(on_cpu, cores_taken=config.workers or 1):
             sums, counts, stats, seen = run_parallel(
                 encoders, corpus, vocab, config, report, checkpointing, resume_from
             )
@@ -203,7 +217,7 @@ def _parallel(
     """Whether the pass runs in worker processes: several workers or encoders, over files."""
     if resume_from is not None and resume_from.shards is not None:
         return True
-    wanted = (config.workers) > 1 or len(config.devices) > 1
+    wanted = (config.workers or 1) > 1 or len(config.devices) > 1
     return wanted and isinstance(corpus, Corpus) and resume_from is None
 
 

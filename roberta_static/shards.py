@@ -26,6 +26,12 @@ class Shard:
     start: Position
     stop: Position
 
+    def byte_range(self, files: list[Path]) -> tuple[int, int]:
+        """Where the shard starts and ends, counted in bytes over all the files in order."""
+        sizes = [path.stat().st_size for path in files[: max(self.start.file, self.stop.file)]]
+        start = sum(sizes[: self.start.file]) + self.start.offset
+        return start, sum(sizes[: self.stop.file]) + self.stop.offset
+
 
 def plan_shards(files: list[Path], shard_bytes: int | None = None) -> list[Shard]:
     """Shards of ``files`` in corpus order: whole files, and large plain files cut at line ends.

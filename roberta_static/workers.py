@@ -20,7 +20,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -34,7 +34,7 @@ from .corpus import Corpus, Position
 from .encoder import Encoder
 from .errors import CorpusError, Interrupted, RobertaStaticError
 from .progress import Progress, ProgressCallback
-from .runner import PassState, Producer, add_batch, contexts_allowed, stopped, torch_from
+from .runner import Chunk, PassState, Producer, add_batch, contexts_allowed, stopped, torch_from
 from .segment import load_segmenter, segment
 from .shards import Shard, plan_shards
 from .stats import RunStats
@@ -56,7 +56,7 @@ class ShardState:
 
 
 @dataclass(frozen=True)
-class _Setup:
+class WorkerSetup:
     """What a worker process needs to build its producer (sent once, picklable)."""
 
     files: list[str]
@@ -66,6 +66,34 @@ class _Setup:
     pad_id: int
     batch_tokens: int
     config: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls, encoder: Encoder, corpus: Corpus, vocab: Vocabulary, config: DistillConfig
+    ) -> WorkerSetup:
+        """The setup of workers feeding ``encoder`` (same tokenizer, input limit and budget)."""
+        return cls(
+            files=[str(path) for path in corpus.files],
+            entries=list(vocab.entries),
+            tokenizer_json=encoder.subwords.backend_json(),
+            max_length=encoder.max_length,
+            pad_id=encoder.subwords.pad_id,
+            batch_tokens=encoder.batch_tokens,
+            config=config.to_dict(),
+        )
+
+    def producer(self) -> Producer:
+        """The CPU side over this corpus: segmenter, matcher, subword encoder."""
+        from tokenizers import Tokenizer
+
+        config = DistillConfig(**self.config)
+        nlp = load_segmenter(config.lang, config.spacy_model)
+        matcher = VocabMatcher(nlp, Vocabulary(self.entries, config.case))
+        subwords = SubwordEncoder(
+            Tokenizer.from_str(self.tokenizer_json), self.max_length, self.pad_id
+        )
+        corpus = Corpus(self.files, config.text_field)
+        return Producer(nlp, matcher, subwords, self.batch_tokens, corpus, config)
 
 
 def quotas(counts: np.ndarray, max_contexts: int) -> np.ndarray:
@@ -103,16 +131,7 @@ class ParallelPass:
         self.accumulators = [
             Accumulator(len(vocab), _dim(encoders[0], config), e.device) for e in encoders
         ]
-        first = encoders[0]
-        self.setup = _Setup(
-            files=[str(path) for path in corpus.files],
-            entries=list(vocab.entries),
-            tokenizer_json=first.subwords.backend_json(),
-            max_length=first.max_length,
-            pad_id=first.subwords.pad_id,
-            batch_tokens=first.batch_tokens,
-            config=config.to_dict(),
-        )
+        self.setup = WorkerSetup.of(encoders[0], corpus, vocab, config)
 
     def __enter__(self) -> ParallelPass:
         self.pool = _Workers(self.setup, self.workers).__enter__()
@@ -228,13 +247,19 @@ class ParallelPass:
         states = [accumulator.state() for accumulator in self.accumulators]
         sums = np.sum([sums for sums, _ in states], axis=0)
         counts = np.sum([counts for _, counts in states], axis=0)
-        stats = RunStats.merged([entry.state.stats for entry in shard_states])
-        stats.add_encode_stats(EncodeStats.merged([entry.encode_stats for entry in shard_states]))
+        stats = merged_stats(shard_states)
         stats.tokens = sum(s.tokens for s in self.encoder_stats)
         stats.padded_tokens = sum(s.padded_tokens for s in self.encoder_stats)
         stats.batches_recomputed_float32 = sum(e.float32_recomputes for e in self.encoders)
         stats.seconds = self.seconds_before
         return sums, counts, stats
+
+
+def merged_stats(shard_states: list[ShardState]) -> RunStats:
+    """The producers' statistics of every shard, merged in shard order."""
+    stats = RunStats.merged([entry.state.stats for entry in shard_states])
+    stats.add_encode_stats(EncodeStats.merged([entry.encode_stats for entry in shard_states]))
+    return stats
 
 
 @dataclass
@@ -311,7 +336,7 @@ class _EncoderThreads:
 class _Workers:
     """Worker processes taking shard tasks from one queue and sending results on another."""
 
-    def __init__(self, setup: _Setup, count: int) -> None:
+    def __init__(self, setup: WorkerSetup, count: int) -> None:
         context = multiprocessing.get_context("spawn")  # fork would copy torch's threads
         self.tasks = context.Queue()
         self.results = context.Queue(maxsize=4 * count)
@@ -380,48 +405,61 @@ class _environment:  # noqa: N801 (used as a context manager, like contextlib's)
                 os.environ[name] = value
 
 
-def _worker_main(setup: _Setup, tasks: Any, results: Any, pause: Any) -> None:
+def _worker_main(setup: WorkerSetup, tasks: Any, results: Any, pause: Any) -> None:
     """A worker process: build the producer once, then run shard tasks until told to end."""
-    from tokenizers import Tokenizer
-
     # Ctrl-C reaches the whole process group; the main process decides how the run stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    config = DistillConfig(**setup.config)
-    nlp = load_segmenter(config.lang, config.spacy_model)
-    matcher = VocabMatcher(nlp, Vocabulary(setup.entries, config.case))
-    subwords = SubwordEncoder(
-        Tokenizer.from_str(setup.tokenizer_json), setup.max_length, setup.pad_id
-    )
-    corpus = Corpus(setup.files, config.text_field)
-    producer = Producer(nlp, matcher, subwords, setup.batch_tokens, corpus, config)
+    producer = setup.producer()
     while (task := tasks.get()) is not None:
         index = task[1]
         try:
             if task[0] == "count":
-                results.put(
-                    ("counted", index, _count(nlp, matcher, corpus, task[2], len(setup.entries)))
-                )
+                counts = count_occurrences(producer, task[2], len(setup.entries))
+                results.put(("counted", index, counts))
             else:
                 _encode(producer, results, pause, *task[1:])
         except RobertaStaticError as error:
             results.put(("error", index, error))
         except Exception as error:  # noqa: BLE001 (reaches the user as one line)
-            results.put(
-                ("error", index, CorpusError(f"worker failed: {type(error).__name__}: {error}"))
-            )
+            results.put(("error", index, worker_failure(error)))
 
 
-def _count(
-    nlp: Any, matcher: VocabMatcher, corpus: Corpus, shard: Shard, entries: int
-) -> np.ndarray:
+def worker_failure(error: Exception) -> CorpusError:
+    """An unexpected error in a worker, as the one-line error the user sees."""
+    return CorpusError(f"worker failed: {type(error).__name__}: {error}")
+
+
+def count_occurrences(producer: Producer, shard: Shard, entries: int) -> np.ndarray:
+    """Occurrences of each of the ``entries`` in ``shard`` (matching only: no tokenizing)."""
     counts = np.zeros(entries, dtype=np.int64)
-    units = ((text, None) for text, _ in corpus.units(shard.start, shard.stop))
-    for doc, _ in segment(nlp, units):
-        for sentence in matcher(doc):
+    units = ((text, None) for text, _ in producer.corpus.units(shard.start, shard.stop))
+    for doc, _ in segment(producer.nlp, units):
+        for sentence in producer.matcher(doc):
             for span in sentence.spans:
                 counts[span[2]] += 1
     return counts
+
+
+def shard_chunks(
+    producer: Producer,
+    shard: Shard,
+    state: PassState,
+    encode_stats: EncodeStats,
+    may_stop_early: bool = True,
+) -> Iterator[tuple[Chunk, int]]:
+    """The chunks of ``shard`` from ``state`` on, each with the shard's bytes read so far.
+
+    ``may_stop_early``: see :meth:`Producer.chunks`.
+
+    ``state`` follows the pass in place; once exhausted, ``producer.subwords.stats`` holds the
+    shard's encoding counters.
+    """
+    producer.subwords.stats = replace(encode_stats)
+    start, end = shard.byte_range(producer.corpus.files)
+    for chunk in producer.chunks(state, shard.stop, may_stop_early):
+        # The reader's buffer runs past the shard's end: count what lies inside it.
+        yield chunk, min(max(0, producer.corpus.bytes_read - start), end - start)
 
 
 def _encode(
@@ -437,11 +475,7 @@ def _encode(
     if pause.is_set():
         results.put(("paused", index, state, encode_stats))
         return
-    producer.subwords.stats = replace(encode_stats)
-    earlier = producer.corpus.files[: shard.start.file]
-    base = sum(path.stat().st_size for path in earlier) + shard.start.offset
-    for chunk in producer.chunks(state, shard.stop, may_stop_early):
-        bytes_done = max(0, producer.corpus.bytes_read - base)
+    for chunk, bytes_done in shard_chunks(producer, shard, state, encode_stats, may_stop_early):
         results.put(("batches", index, chunk.batches, bytes_done, chunk.state.stats.sentences))
         if pause.is_set():
             results.put(("paused", index, chunk.state, chunk.encode_stats))
@@ -465,13 +499,16 @@ def run_parallel(
         Summed vectors (float64), counts, merged statistics, and which entries occur at all.
 
     """
-    workers = config.workers
+    workers = config.workers or 1
     stop = checkpointing.stop if checkpointing is not None else None
     with ParallelPass(encoders, corpus, vocab, config, report, workers) as pass_:
         if resume_from is not None:
             shard_states = restore_shards(resume_from, pass_)
         else:
-            shard_states = _fresh_shards(pass_, plan_shards(corpus.files), stop)
+            shards = plan_shards(corpus.files)
+            shard_states = fresh_shards(
+                shards, len(vocab), config, lambda first: pass_.count(first, stop)
+            )
         saver = _ParallelSaver(pass_, checkpointing, vocab) if checkpointing else None
         every = checkpointing.every_seconds if checkpointing is not None else 0.0
         if checkpointing is not None:
@@ -479,24 +516,37 @@ def run_parallel(
             checkpointing.nothing_to_lose = False
         pass_.run(shard_states, stop, saver, every)
     sums, counts, stats = pass_.result(shard_states)
+    return sums, counts, stats, occurring(shard_states)
+
+
+def occurring(shard_states: list[ShardState]) -> np.ndarray:
+    """Which entries occur in the shards read (whether or not the encoder could read them)."""
     taken = np.sum([entry.quota - entry.state.remaining for entry in shard_states], axis=0)
-    return sums, counts, stats, taken > 0
+    return taken > 0
 
 
-def _fresh_shards(pass_: ParallelPass, shards: list[Shard], stop: Any) -> list[ShardState]:
-    """Each shard's quota, and where the serial pass would stop reading.
+def fresh_shards(
+    shards: list[Shard],
+    entries: int,
+    config: DistillConfig,
+    count: Callable[[list[Shard]], np.ndarray],
+) -> list[ShardState]:
+    """The shards' states before the pass; with ``max_contexts``, ``count`` gives the quotas.
+
+    ``count(shards)`` returns ``[shards, entries]`` occurrences; it is called only when quotas
+    are needed, without the last shard.
 
     The serial pass reads until every entry has its ``max_contexts``: a shard after that point is
     never read, the shard holding it stops there, and every shard before it is read to its end
     (it counts sentences, even where it may take no occurrence).
     """
-    limit = pass_.config.max_contexts
-    allowed = np.full((len(shards), len(pass_.vocab)), contexts_allowed(pass_.config))
+    limit = config.max_contexts
+    allowed = np.full((len(shards), entries), contexts_allowed(config))
     may_stop_early = [True] * len(shards)
     skipped = [False] * len(shards)
     if limit and len(shards) > 1:
         # The last shard bounds no later one, so it is not counted: it takes what is left.
-        counts = pass_.count(shards[:-1], stop)
+        counts = count(shards[:-1])
         allowed[:-1] = quotas(counts, limit)
         total = np.cumsum(counts, axis=0)
         allowed[-1] = np.clip(limit - total[-1], 0, limit)
@@ -524,31 +574,46 @@ class _ParallelSaver:
         pass_, checkpointing = self.pass_, self.checkpointing
         sums, counts, stats = pass_.result(shard_states)
         stats.seconds += time.perf_counter() - pass_.started
-        stats.vocabulary = vocabulary_stats(self.vocab)
-        files = pass_.corpus.files
-        everything = Position(len(files), 0, 1, 0)
-        save_checkpoint(
-            checkpointing.folder,
-            Checkpoint(
-                config=pass_.config.to_dict(),
-                files=[str(path.resolve()) for path in files],
-                corpus=corpus_identity(files, everything),
-                entries=list(self.vocab.entries),
-                position=everything,
-                stats=asdict(stats),
-                encode_stats={},
-                sums=sums,
-                counts=counts,
-                remaining=np.zeros(0, dtype=np.int64),
-                shards=[_shard_record(entry) for entry in shard_states],
-                shard_quota=np.stack([entry.quota for entry in shard_states]),
-                shard_remaining=np.stack([entry.state.remaining for entry in shard_states]),
-            ),
-        )
-        checkpointing.written = True
-        if checkpointing.stop is not None and checkpointing.stop.is_set():
-            raise stopped(checkpointing)
+        result = (sums, counts, stats)
+        save_shards(checkpointing, pass_.config, pass_.corpus, self.vocab, shard_states, result)
         return True
+
+
+def save_shards(
+    checkpointing: Checkpointing,
+    config: DistillConfig,
+    corpus: Corpus,
+    vocab: Vocabulary,
+    shard_states: list[ShardState],
+    result: tuple[np.ndarray, np.ndarray, RunStats],
+) -> None:
+    """Save the shard states with the ``result`` (sums, counts, statistics) of their work.
+
+    Raises :class:`Interrupted` once saved when the run was asked to stop.
+    """
+    files = corpus.files
+    everything = Position(len(files), 0, 1, 0)
+    save_checkpoint(
+        checkpointing.folder,
+        Checkpoint(
+            config=config.to_dict(),
+            files=[str(path.resolve()) for path in files],
+            corpus=corpus_identity(files, everything),
+            entries=list(vocab.entries),
+            position=everything,
+            stats=asdict(replace(result[2], vocabulary=vocabulary_stats(vocab))),
+            encode_stats={},
+            sums=result[0],
+            counts=result[1],
+            remaining=np.zeros(0, dtype=np.int64),
+            shards=[_shard_record(entry) for entry in shard_states],
+            shard_quota=np.stack([entry.quota for entry in shard_states]),
+            shard_remaining=np.stack([entry.state.remaining for entry in shard_states]),
+        ),
+    )
+    checkpointing.written = True
+    if checkpointing.stop is not None and checkpointing.stop.is_set():
+        raise stopped(checkpointing)
 
 
 def _shard_record(entry: ShardState) -> dict[str, Any]:
@@ -572,6 +637,11 @@ def restore_shards(saved: Checkpoint, pass_: ParallelPass) -> list[ShardState]:
     pass_.encoder_stats[0].padded_tokens = saved.stats["padded_tokens"]
     pass_.encoders[0].float32_recomputes = saved.stats["batches_recomputed_float32"]
     pass_.seconds_before = saved.stats["seconds"]
+    return load_shards(saved)
+
+
+def load_shards(saved: Checkpoint) -> list[ShardState]:
+    """The shard states saved in a parallel checkpoint."""
     states = []
     for record, quota, remaining in zip(
         saved.shards, saved.shard_quota, saved.shard_remaining, strict=True

@@ -1,0 +1,399 @@
+"""The pass on a Ray cluster (``engine="ray"``): shard tasks feed encoder actors.
+
+One Ray task per shard runs the CPU side over it (the function a worker process of
+:mod:`roberta_static.workers` runs) and streams its chunks of numpy batches (a generator task).
+Encoder actors, one per GPU (or ``encoders`` on CPU), hold the model and sum each shard's batches
+apart, in float64. A shard's sums reach the driver once the shard is complete, and the driver
+merges them in shard order: the result is the serial pass's up to float rounding.
+
+Faults: Ray runs a killed shard task again (its replay yields the same chunks) and restarts a
+killed actor, sending it the calls it had not answered. A restarted actor has lost its partial
+sums; at the shard's end it names the chunks it lacks, and the driver sends them again (it keeps a
+shard's chunks until the shard is merged). An actor adds a chunk number once, so nothing is lost
+or counted twice.
+
+Checkpoints hold the shards merged so far and the others at the state they started from; they
+are the local parallel pass's checkpoints, so either engine resumes the other's.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .accumulate import output_dim
+from .checkpoint import Checkpoint, Checkpointing
+from .config import DistillConfig
+from .corpus import Corpus
+from .encoder import Encoder
+from .errors import ConfigError, Interrupted, RobertaStaticError
+from .progress import Progress, ProgressCallback
+from .ray_workers import (
+    EncoderActor,
+    ShardEnd,
+    ShardSums,
+    count_shard,
+    model_parts,
+    produce_shard,
+)
+from .shards import Shard, plan_shards
+from .stats import RunStats
+from .vocab import Vocabulary
+from .workers import (
+    ShardState,
+    WorkerSetup,
+    fresh_shards,
+    load_shards,
+    merged_stats,
+    occurring,
+    save_shards,
+    worker_failure,
+)
+
+_POLL_SECONDS = 0.1
+_CONNECT_SECONDS = 5
+_CHUNKS_AHEAD = 4  # chunks of a shard sent to its actor and not yet added
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            'the Ray engine needs Ray: pip install "roberta-static[ray]"', field="engine"
+        ) from None
+    return ray
+
+
+class _Cancelled(Exception):
+    """The run ended (an error or a stop) while this shard was under way."""
+
+
+class RayPass:
+    """The pass over shards on a Ray cluster: shard tasks, encoder actors, a merge in order."""
+
+    def __init__(
+        self,
+        ray: Any,
+        encoder: Encoder,
+        model: Any,
+        tokenizer: Any,
+        corpus: Corpus,
+        vocab: Vocabulary,
+        config: DistillConfig,
+        report: ProgressCallback,
+    ) -> None:
+        self.ray, self.corpus, self.vocab, self.config = ray, corpus, vocab, config
+        self.report = report
+        self.run_id = uuid.uuid4().hex
+        self.setup = ray.put(WorkerSetup.of(encoder, corpus, vocab, config))
+        resources = ray.cluster_resources()
+        gpus = int(resources.get("GPU", 0))
+        on_gpu = gpus > 0 and config.device != "cpu"
+        self.slots = config.workers or max(1, int(resources.get("CPU", 1)))
+        self.model = ray.put((*model_parts(model), tokenizer))
+        actor = ray.remote(EncoderActor)
+        options = {
+            # Encoders reserve no CPU: the cluster's CPUs go to the shard tasks feeding them.
+            "num_cpus": 0,
+            "num_gpus": 1 if on_gpu else 0,
+            "max_restarts": -1,
+            "max_task_retries": -1,
+        }
+        self.actors = [
+            actor.options(name=f"roberta-static-{self.run_id}-encoder-{i}", **options).remote(
+                [self.model], config, len(vocab), "cuda" if on_gpu else "cpu"
+            )
+            for i in range(config.encoders or (gpus if on_gpu else 1))
+        ]
+        self.load = [0] * len(self.actors)
+        self.lock = threading.Lock()
+        task = ray.remote(num_cpus=1, max_retries=3)
+        self.count_task = task(count_shard)
+        self.produce_task = task(produce_shard)
+        self.cancelled = threading.Event()
+        self.news: queue.Queue[tuple[int, int, int, int]] = queue.Queue()
+
+    def count(self, shards: list[Shard], stop: Any) -> np.ndarray:
+        """``[shards, entries]`` occurrences, one count task per shard."""
+        refs = [self.count_task.remote(self.run_id, self.setup, shard) for shard in shards]
+        while self.ray.wait(refs, num_returns=len(refs), timeout=_POLL_SECONDS)[1]:
+            if stop is not None and stop.is_set():
+                raise Interrupted(
+                    "stopped while counting occurrences per shard, before any vector was "
+                    "computed; nothing was saved"
+                )
+        return np.stack(self._get(refs))
+
+    def run(
+        self,
+        shard_states: list[ShardState],
+        merged: _Merged,
+        checkpointing: Checkpointing | None,
+        save: Callable[[list[ShardState]], None],
+    ) -> None:
+        """Run every unfinished shard, merging each into ``merged`` in shard order.
+
+        With ``checkpointing``, ``save(states)`` checkpoints (``merged`` then holds the sums of
+        the states that are done) now and then, and when asked to stop; before the first shard
+        is merged, a stop loses nothing and ends the run at once.
+        """
+        stop = checkpointing.stop if checkpointing is not None else None
+        every_seconds = checkpointing.every_seconds if checkpointing is not None else 0.0
+        order = [index for index, entry in enumerate(shard_states) if not entry.done]
+        finished: dict[int, tuple[ShardState, ShardSums]] = {}
+        progress = _Progress(len(shard_states))
+        for index, entry in enumerate(shard_states):
+            if entry.done and not entry.state.stats.stopped_early:  # read by an earlier run
+                start, end = entry.shard.byte_range(self.corpus.files)
+                progress.bytes[index] = end - start
+        saved_at = time.monotonic()
+        pool = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
+        try:
+            futures: dict[Future, int] = {
+                pool.submit(self._shard, index, shard_states[index]): index for index in order
+            }
+            while futures:
+                done, _ = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = futures.pop(future)
+                    finished[index] = future.result()
+                while order and order[0] in finished:
+                    index = order.pop(0)
+                    shard_states[index], sums = finished.pop(index)
+                    merged.add(sums)
+                    if checkpointing is not None:
+                        checkpointing.nothing_to_lose = False
+                self._report(progress, merged)
+                stopping = stop is not None and stop.is_set()
+                due = every_seconds and time.monotonic() - saved_at >= every_seconds
+                if checkpointing is not None and (stopping or due):
+                    # A shard finished before an earlier one is not merged yet: its state is
+                    # still the one it started from, and so it is saved.
+                    save(shard_states)
+                    saved_at = time.monotonic()
+        finally:
+            self.cancelled.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _report(self, progress: _Progress, merged: _Merged) -> None:
+        while True:
+            try:
+                index, bytes_done, sentences, tokens = self.news.get_nowait()
+            except queue.Empty:
+                break
+            progress.tokens += tokens
+            if index >= 0:
+                progress.bytes[index], progress.sentences[index] = bytes_done, sentences
+        self.report(
+            Progress(
+                "distill",
+                sum(progress.bytes),
+                self.corpus.total_bytes,
+                sum(progress.sentences),
+                merged.stats.tokens + progress.tokens,
+            )
+        )
+
+    def _shard(self, index: int, entry: ShardState) -> tuple[ShardState, ShardSums]:
+        """One shard through its task and an actor; its state and sums once complete."""
+        with self.lock:
+            which = int(np.argmin(self.load))
+            self.load[which] += 1
+        actor = self.actors[which]
+        chunks = self.produce_task.remote(
+            self.run_id,
+            self.setup,
+            entry.shard,
+            entry.state,
+            entry.encode_stats,
+            entry.may_stop_early,
+        )
+        try:
+            payloads, adds = {}, []
+            while not isinstance(header := self._get([self._next(chunks)])[0], ShardEnd):
+                payloads[header.number] = payload = self._next(chunks)
+                adds.append(actor.add.remote(index, header.number, payload))
+                self.news.put((index, header.bytes_done, header.sentences, 0))
+                if len(adds) > _CHUNKS_AHEAD:
+                    self._added(adds.pop(0))
+            for ref in adds:
+                self._added(ref)
+            while isinstance(sums := self._finish(actor, index, header.chunks), list):
+                for number in sums:  # the actor restarted and lost them
+                    self._added(actor.add.remote(index, number, payloads[number]))
+        except _Cancelled:
+            self.ray.cancel(chunks)
+            raise
+        finally:
+            with self.lock:
+                self.load[which] -= 1
+        start, end = entry.shard.byte_range(self.corpus.files)
+        self.news.put((index, end - start, header.state.stats.sentences, 0))
+        state = replace(entry, state=header.state, encode_stats=header.encode_stats, done=True)
+        return state, sums
+
+    def _finish(self, actor: Any, index: int, chunks: int) -> ShardSums | list[int]:
+        return self._get([actor.finish.remote(index, chunks)])[0]
+
+    def _added(self, ref: Any) -> None:
+        self.news.put((-1, 0, 0, self._get([ref])[0]))
+
+    def _next(self, chunks: Any) -> Any:
+        """The next object of a generator task, waiting no longer than the run lasts."""
+        while not self.ray.wait([chunks], timeout=_POLL_SECONDS)[0]:
+            if self.cancelled.is_set():
+                raise _Cancelled
+        return next(chunks)
+
+    def _get(self, refs: list[Any]) -> list[Any]:
+        """The values of ``refs``; a task's error is raised as the error it raised."""
+        ray = self.ray
+        while ray.wait(refs, num_returns=len(refs), timeout=_POLL_SECONDS)[1]:
+            if self.cancelled.is_set():
+                raise _Cancelled
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as error:
+            cause = error.cause
+            if isinstance(cause, RobertaStaticError):
+                raise cause from None
+            raise worker_failure(cause) from None
+        except ray.exceptions.RayError as error:  # an actor that cannot start, a lost node
+            problem = str(error).strip().splitlines()[0]
+            raise ConfigError(f"the Ray cluster failed: {problem}", field="engine") from None
+
+
+@dataclass
+class _Progress:
+    shards: int
+    tokens: int = 0
+
+    def __post_init__(self) -> None:
+        self.bytes = [0] * self.shards
+        self.sentences = [0] * self.shards
+
+
+class _Merged:
+    """Sums, counts and encoder counters of the shards merged so far (float64, in order)."""
+
+    def __init__(self, entries: int, dim: int, resume_from: Checkpoint | None) -> None:
+        self.sums = np.zeros((entries, dim))
+        self.counts = np.zeros(entries, dtype=np.int64)
+        self.stats = RunStats()
+        if resume_from is not None:
+            self.sums += resume_from.sums
+            self.counts += resume_from.counts
+            for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
+                setattr(self.stats, name, resume_from.stats[name])
+
+    def add(self, part: ShardSums) -> None:
+        self.sums[part.rows] += part.sums
+        self.counts[part.rows] += part.counts
+        self.stats.tokens += part.stats.tokens
+        self.stats.padded_tokens += part.stats.padded_tokens
+        self.stats.batches_recomputed_float32 += part.stats.batches_recomputed_float32
+
+    def result(self, shard_states: list[ShardState]) -> RunStats:
+        """The statistics of ``shard_states`` with the encoders' counters."""
+        stats = merged_stats(shard_states)
+        for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
+            setattr(stats, name, getattr(self.stats, name))
+        return stats
+
+
+def run_ray(
+    encoder: Encoder,
+    model: Any,
+    tokenizer: Any,
+    corpus: Corpus,
+    vocab: Vocabulary,
+    config: DistillConfig,
+    report: ProgressCallback,
+    checkpointing: Checkpointing | None,
+    resume_from: Checkpoint | None,
+) -> tuple[np.ndarray, np.ndarray, RunStats, np.ndarray]:
+    """The pass on a Ray cluster, from the start or from a (parallel) checkpoint.
+
+    Returns:
+        Summed vectors (float64), counts, merged statistics, and which entries occur at all.
+
+    """
+    ray = check_cluster(config)
+    if resume_from is not None and resume_from.shards is None:
+        raise ConfigError(
+            "the checkpoint is of a run in one process; resume it with --engine local",
+            field="engine",
+        )
+    stop = checkpointing.stop if checkpointing is not None else None
+    dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
+    merged = _Merged(len(vocab), dim, resume_from)
+    started = time.perf_counter()
+    with _cluster(ray, config.ray_address):
+        pass_ = RayPass(ray, encoder, model, tokenizer, corpus, vocab, config, report)
+        if resume_from is not None:
+            shard_states = load_shards(resume_from)
+        else:
+            count = lambda first: pass_.count(first, stop)  # noqa: E731
+            shard_states = fresh_shards(plan_shards(corpus.files), len(vocab), config, count)
+
+        def save(states: list[ShardState]) -> None:
+            stats = merged.result(states)
+            stats.seconds += time.perf_counter() - started
+            result = (merged.sums, merged.counts, stats)
+            save_shards(checkpointing, config, corpus, vocab, states, result)
+
+        pass_.run(shard_states, merged, checkpointing, save)
+    return merged.sums, merged.counts, merged.result(shard_states), occurring(shard_states)
+
+
+@contextmanager
+def _cluster(ray: Any, address: str | None) -> Iterator[None]:
+    """Ray as this process is connected to it, or joined (or started) for the run."""
+    if ray.is_initialized():
+        yield
+        return
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, include_dashboard=False)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        where = address or "a new local cluster"
+        raise ConfigError(f"cannot start Ray at {where}: {error}", field="ray_address") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def check_cluster(config: DistillConfig) -> Any:
+    """Before the model loads: Ray is installed, and ``ray_address`` answers; returns ``ray``."""
+    ray = import_ray()
+    if config.ray_address is not None and not ray.is_initialized():
+        _check_reachable(config.ray_address)
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a ``HOST:PORT`` that nothing answers on: Ray would retry it for minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # auto, or a scheme Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_SECONDS).close()
+    except OSError as error:
+        raise ConfigError(
+            f"nothing answers at {address} ({error.strerror or error}); start the cluster with "
+            "`ray start --head` and pass the address it prints, or auto",
+            field="ray_address",
+        ) from None

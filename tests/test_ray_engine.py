@@ -1,0 +1,201 @@
+"""The Ray engine: shard tasks and encoder actors on a local cluster give the serial result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import ray
+from conftest import CORPUS_LINES, VOCAB_ENTRIES
+from test_workers import assert_same_vectors
+
+from roberta_static import DistillConfig, distill
+from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static.errors import ConfigError, CorpusError, Interrupted
+from roberta_static.ray_engine import import_ray
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus_folder(tmp_path_factory):
+    """Two plain files cut into many shards, and a compressed one."""
+    import gzip
+
+    folder = tmp_path_factory.mktemp("corpus")
+    (folder / "a.txt").write_text("\n".join(CORPUS_LINES * 20) + "\n")
+    with gzip.open(folder / "b.txt.gz", "wt") as handle:
+        handle.write("\n".join(CORPUS_LINES[::-1] * 5) + "\n")
+    (folder / "c.txt").write_text("\n".join(CORPUS_LINES[1:] * 12))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def small_shards(monkeypatch):
+    # The driver plans the shards: about ten, so shards run on both encoders at once.
+    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+
+
+@pytest.fixture(scope="module")
+def config(roberta_dir):
+    return DistillConfig(model=str(roberta_dir), layers="1-2", chunk_sentences=16)
+
+
+@pytest.fixture(scope="module")
+def serial_run(corpus_folder, config, tmp_path_factory):
+    """The single-process run with a given max_contexts, computed once per module."""
+    vocab = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB_ENTRIES) + "\n")
+    runs = {}
+
+    def run(max_contexts):
+        if max_contexts not in runs:
+            one = config.replace(workers=1, max_contexts=max_contexts)
+            runs[max_contexts] = distill(corpus_folder, vocab, one)
+        return runs[max_contexts]
+
+    return run
+
+
+@pytest.mark.parametrize("max_contexts", [0, 7])
+def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
+    corpus_folder, vocab_file, config, serial_run, max_contexts
+):
+    config = config.replace(max_contexts=max_contexts)
+    serial = serial_run(max_contexts)
+    reports = []
+    on_ray = distill(
+        corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), reports.append
+    )
+    assert_same_vectors(serial, on_ray)
+    compared = serial.meta["stats"].keys() - {"seconds", "padded_tokens"}
+    if max_contexts:  # each shard reads only while it may take contexts (see test_workers)
+        compared = {"occurrences_used"} | {k for k in compared if k.startswith("entries")}
+    for key in compared:
+        assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
+    # One bar: bytes read across the shards, up to the whole corpus.
+    read = [r.bytes_read for r in reports if getattr(r, "stage", None) == "distill"]
+    assert read == sorted(read)
+    if not max_contexts:
+        assert read[-1] == reports[-1].total_bytes
+
+
+def _shard_task_pids() -> list[int]:
+    """Processes running a shard task now (Ray titles them after the task's function)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes().startswith(b"ray::produce_shard"):
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # ended meanwhile
+            continue
+    return pids
+
+
+def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_counted_twice(
+    corpus_folder, vocab_file, config, serial_run
+):
+    config = config.replace(max_contexts=0)
+    serial = serial_run(0)
+    killed = {}
+
+    def kill_once_encoding(report):
+        if not getattr(report, "tokens", 0):
+            return
+        if "actor" not in killed:
+            names = [n for n in ray.util.list_named_actors() if n.startswith("roberta-static-")]
+            ray.kill(ray.get_actor(sorted(names)[0]), no_restart=False)
+            killed["actor"] = report
+        if "task" not in killed and (pids := _shard_task_pids()):
+            os.kill(pids[0], signal.SIGKILL)
+            killed["task"] = report
+
+    on_ray = distill(
+        corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), kill_once_encoding
+    )
+    for report in killed.values():  # mid-run
+        assert report.bytes_read < report.total_bytes
+    assert set(killed) == {"actor", "task"}
+    assert_same_vectors(serial, on_ray)
+    for key in ("occurrences_used", "sentences", "sentences_encoded", "tokens", "windows"):
+        assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
+    corpus_folder, vocab_file, config, serial_run, tmp_path
+):
+    config = config.replace(max_contexts=0)
+    serial = serial_run(0)
+    stop = threading.Event()
+
+    def stop_once_encoding(report):
+        if getattr(report, "tokens", 0):
+            stop.set()
+
+    with pytest.raises(Interrupted, match="resume with"):
+        distill(
+            corpus_folder,
+            vocab_file,
+            config.replace(engine="ray", encoders=2),
+            progress=stop_once_encoding,
+            checkpointing=Checkpointing(tmp_path, 0, stop),
+        )
+    saved = load_checkpoint(tmp_path)
+    assert saved.shards is not None and not all(s["done"] for s in saved.shards)
+    for engine in ({"workers": 1}, {"engine": "ray", "encoders": 1}):
+        resumed = distill(corpus_folder, vocab_file, config.replace(**engine), resume_from=saved)
+        assert_same_vectors(serial, resumed)
+        for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+            assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def test_a_bad_line_in_a_shard_is_one_line_naming_the_file_and_line(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "docs.jsonl"
+    records = [json.dumps({"text": line}) for line in CORPUS_LINES * 5]
+    corpus.write_text("\n".join(records[:30] + ["{broken"] + records[30:]) + "\n")
+    config = DistillConfig(model=str(roberta_dir), layers="1", engine="ray")
+    with pytest.raises(CorpusError) as error:
+        distill(corpus, vocab_file, config)
+    message = str(error.value)
+    assert message.startswith(f"{corpus}:31: not valid JSON (Expecting property name")
+    assert "\n" not in message
+
+
+def test_without_ray_installed_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    with pytest.raises(ConfigError, match=r'pip install "roberta-static\[ray\]"'):
+        import_ray()
+
+
+def test_engine_options_do_not_change_the_result():
+    base = DistillConfig(model="m")
+    on_ray = base.replace(engine="ray", ray_address="auto", encoders=4)
+    assert on_ray.result_options() == base.result_options()
+    with pytest.raises(ConfigError, match="engine"):
+        base.replace(engine="spark")
+    with pytest.raises(ConfigError, match="encoders"):
+        base.replace(encoders=0)
+
+
+def test_texts_in_memory_are_refused_as_they_have_no_shards(config):
+    with pytest.raises(ConfigError, match="texts in memory"):
+        distill(texts=CORPUS_LINES, vocab=["cat"], config=config.replace(engine="ray"))
+
+
+def test_a_cluster_address_nothing_answers_on_is_refused_before_the_model_loads(monkeypatch):
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh CLI process
+    config = DistillConfig(model="no-such-model", engine="ray", ray_address="127.0.0.1:1")
+    with pytest.raises(ConfigError, match=r"ray_address: nothing answers at 127\.0\.0\.1:1"):
+        distill(texts=["a cat"], vocab=["cat"], config=config)
