@@ -140,6 +140,6 @@ def test_a_workers_bad_input_is_one_line_naming_the_file_and_line(
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"error: {corpus}:31: not valid JSON (Expecting property name enclosed in double quotes)"
+        f"error: {corpus}:31: not valid JSON (Expecting property name enclosed in double quotes at column 2)"
     ]
     assert not out.exists()
