@@ -77,9 +77,9 @@ def evaluate_command(
         else:
             _print_scores(scores, analogy, spread)
         for s in scores:
-            _warn_coverage(s.dataset, s.covered, s.pairs, "pairs")
+            warn_coverage(s.dataset, s.covered, s.pairs, "pairs")
         if analogy:
-            _warn_coverage(f"analogies ({analogy.dataset})", analogy.covered, analogy.questions, "questions")
+            warn_coverage(f"analogies ({analogy.dataset})", analogy.covered, analogy.questions, "questions")
 
 
 def _report(vectors: Path, scores: list[PairScores], analogy: AnalogyScores | None, spread: float) -> dict:
@@ -181,7 +181,7 @@ def _print_sweep(results: list) -> None:
     console.print(table)
     for d in datasets:
         covered, pairs = results[0].scores[d].covered, results[0].scores[d].pairs  # one vocabulary
-        _warn_coverage(d, covered, pairs, "pairs")
+        warn_coverage(d, covered, pairs, "pairs")
         scored = [r for r in results if math.isfinite(r.scores[d].spearman)]
         if not scored:
             why = f"no score on {covered} of {pairs} pairs" if covered else f"no pairs covered (0 of {pairs})"
@@ -194,7 +194,7 @@ def _print_sweep(results: list) -> None:
         )
 
 
-def _warn_coverage(dataset: str, covered: int, total: int, items: str) -> None:
+def warn_coverage(dataset: str, covered: int, total: int, items: str) -> None:
     """Caution on stderr when a score rests on too few of a dataset's items to mean much."""
     from roberta_static.evaluate import MIN_COVERAGE, MIN_COVERED, low_coverage
 

@@ -8,6 +8,7 @@ import typer
 
 from ._util import Arg, Flag, Opt, one_line_errors
 from .options import ALLOW_PICKLE, TRUST_REMOTE_CODE
+from .quality import warn_coverage
 
 
 # fmt: off
@@ -39,16 +40,20 @@ def report_command(
         if given:
             data.layer_view = _layer_view(vectors, model, sentence, word, trust_remote_code, allow_pickle)
         typer.echo(f"wrote {write_report(data, out, overwrite)}")
+        for scores in data.scores:
+            warn_coverage(scores.dataset, scores.covered, scores.pairs, "pairs")
 
 
 def _layer_view(vectors: Path, model: str, sentence: str, word: str, trust_remote_code: bool, allow_pickle: bool) -> object:
     from roberta_static.encoder import load_pretrained
-    from roberta_static.layer_view import layer_view
+    from roberta_static.layer_view import layer_view, require_model_space
     from roberta_static.vectors import StaticVectors
 
     from .options import make_config, quiet_transformers
 
+    static = StaticVectors.load(vectors)
+    require_model_space(static, str(vectors))  # before the model loads
     quiet_transformers()
     config = make_config(model=model, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     encoder, tokenizer = load_pretrained(config)
-    return layer_view(encoder, tokenizer, StaticVectors.load(vectors), sentence, word)
+    return layer_view(encoder, tokenizer, static, sentence, word)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, VectorsError
 from .vectors import StaticVectors
 
 TOP_ATTENDED = 5
@@ -44,10 +44,12 @@ def layer_view(
 
     Raises:
         ConfigError: ``word`` is not in ``sentence``, or the vectors are not in the model's space.
+        VectorsError: the vectors were post-processed (see :func:`require_model_space`).
 
     """
     import torch
 
+    require_model_space(vectors)
     static = np.asarray(vectors[word], dtype=np.float64)  # KeyNotFoundError if it has none
     start = _find(sentence, word, vectors.case == "lower")
     encoded = tokenizer(sentence, return_offsets_mapping=True, return_tensors="pt", truncation=True)
@@ -73,6 +75,25 @@ def layer_view(
         top = np.argsort(-mean, kind="stable")[:TOP_ATTENDED]
         attention.append([(tokens[i], round(float(mean[i]), 3)) for i in top])
     return LayerView(sentence, word, [round(_cosine(h, static), 4) for h in hidden], attention)
+
+
+def require_model_space(vectors: StaticVectors, where: str = "the vectors") -> None:
+    """Refuse vectors that post-processing moved out of the model's space (``where`` names them).
+
+    Centering and removing components move every vector; scaling to unit length (``normalize``)
+    leaves every cosine as it was, so it is allowed.
+    """
+    moved = [
+        name
+        for step in vectors.meta.get("postprocessing", [])
+        for name in ("center", "remove_top_pcs", "pca")
+        if step.get(name)
+    ]
+    if moved:
+        raise VectorsError(
+            f"{where}: post-processed ({', '.join(dict.fromkeys(moved))}), so no longer in the "
+            "model's space; the layer view needs the vectors as distilled, without post-processing"
+        )
 
 
 def _find(sentence: str, word: str, lower: bool) -> int:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import VectorsError
+from .errors import ConfigError, KeyNotFoundError, VectorsError
 from .evaluate import PairScores, dataset_path, evaluate_pairs
 from .sweep import CSV_FILE, sweep_folder_entries
 from .vectors import StaticVectors
@@ -80,7 +80,7 @@ def gather(
     """
     vectors = StaticVectors.load(folder)
     chosen = list(words) if words else default_words(vectors)
-    neighbours = [neighbours_of(vectors, word) for word in chosen]
+    neighbours = list({n.word: n for n in map(_neighbours_or_refuse(vectors), chosen)}.values())
     scores = []
     if datasets:
         kv, lower = vectors.to_keyed_vectors(), vectors.case == "lower"
@@ -119,6 +119,16 @@ def neighbours_of(vectors: StaticVectors, word: str) -> Neighbours:
         int(vectors.counts[row]),
         [(w, round(c, 3), int(vectors.counts[vectors.get_index(w)])) for w, c in nearest],
     )
+
+
+def _neighbours_or_refuse(vectors: StaticVectors) -> Callable[[str], Neighbours]:
+    def neighbours(word: str) -> Neighbours:
+        try:
+            return neighbours_of(vectors, word)
+        except KeyNotFoundError as error:
+            raise ConfigError(error.args[0], field="words") from None
+
+    return neighbours
 
 
 def map_rows(counts: np.ndarray, limit: int = MAP_POINTS) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 
 from .atomic import atomic_files
 from .errors import MissingExtraError, OutputError
+from .evaluate import MIN_COVERAGE, MIN_COVERED
 from .report import ReportData
 
 TEMPLATE = "report.html.j2"
@@ -47,6 +48,8 @@ def render(data: ReportData) -> str:
         map=figures.add(_map(data)),
         sweep=figures.add(_sweep_plot(data.sweep)) if data.sweep else None,
         layers=figures.add(_layer_plot(data.layer_view)) if data.layer_view else None,
+        min_covered=MIN_COVERED,
+        min_coverage=f"{MIN_COVERAGE:.0f}",
     )
 
 

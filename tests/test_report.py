@@ -89,7 +89,7 @@ def test_bad_input_is_one_line_and_writes_nothing(vectors_dir, tmp_path):
     missing = run("report", tmp_path / "nope", "--out", out)
     assert missing.exit_code == 1 and "not a roberta-static vectors folder" in missing.output
     unknown = run("report", vectors_dir, "--out", out, "--words", "cat,unicorn")
-    assert unknown.exit_code == 1 and "'unicorn' has no vector" in unknown.output
+    assert unknown.exit_code == 1 and "--words: 'unicorn' has no vector" in unknown.output
     no_sweep = run("report", vectors_dir, "--out", out, "--sweep", tmp_path)
     assert no_sweep.exit_code == 1 and "no sweep.csv" in no_sweep.output
     assert not out.exists() and list(tmp_path.iterdir()) == []
@@ -98,6 +98,42 @@ def test_bad_input_is_one_line_and_writes_nothing(vectors_dir, tmp_path):
     assert again.exit_code == 1 and "pass --overwrite" in again.output
     assert out.read_text() == "mine"
     assert run("report", vectors_dir, "--out", out, "--overwrite").exit_code == 0
+
+
+def test_an_entry_named_twice_is_listed_once(vectors_dir, tmp_path):
+    out = tmp_path / "report.html"
+    assert run("report", vectors_dir, "--out", out, "--words", "cat,Cat,dog").exit_code == 0
+    neighbours = out.read_text().split('<section id="neighbours">')[1].split("</section>")[0]
+    assert neighbours.count("cat <span") == 1 and neighbours.count("dog <span") == 1
+
+
+def test_scores_over_too_few_pairs_show_a_dash_and_a_warning(vectors_dir, tmp_path):
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("cat\tdog\t7.5\ncat\tunicorn\t1.0\n")
+    out = tmp_path / "report.html"
+    result = run("report", vectors_dir, "--out", out, "-d", pairs)
+    assert result.exit_code == 0, result.output
+    assert "warning: pairs.txt: scores on 1 of 2 pairs (50.0%) mean little" in result.output
+    evaluation = out.read_text().split('<section id="evaluation">')[1].split("</section>")[0]
+    assert "nan" not in evaluation.lower() and "(low coverage)" in evaluation
+    assert evaluation.count('<td class="num">-</td>') == 2  # Spearman and Pearson over 1 pair
+
+
+def test_the_layer_view_refuses_post_processed_vectors_before_loading_the_model(
+    vectors_dir, tmp_path
+):
+    from roberta_static.postprocess import PostProcessing, postprocess
+
+    moved = tmp_path / "centered"
+    postprocess(StaticVectors.load(vectors_dir), PostProcessing(center=True)).save(moved)
+    out = tmp_path / "report.html"
+    args = ("--sentence", "The cat sat.", "--word", "cat", "--model", tmp_path / "no-model")
+    result = run("report", moved, "--out", out, *args)
+    assert result.exit_code == 1, result.output
+    assert f"error: {moved}: post-processed (center), so no longer in the model's space" in (
+        result.output
+    )
+    assert not out.exists()
 
 
 def test_default_words_spread_from_frequent_to_rare_and_filled():
