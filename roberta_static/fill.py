@@ -87,13 +87,18 @@ def fit_map(x: np.ndarray, y: np.ndarray) -> LinearMap:
         ConfigError: fewer than :data:`MIN_FITTED` rows to fit on.
 
     """
-    if len(x) < MIN_FITTED:
+    require_fittable(len(x), "got")
+    return fit_ridge(x, y, choose_alpha(x, y))
+
+
+def require_fittable(entries: int, counted: str) -> None:
+    """Refuse a map that ``entries`` seen entries cannot fit (``counted`` says what was counted)."""
+    if entries < MIN_FITTED:
         raise ConfigError(
             f"mapped needs at least {MIN_FITTED} entries seen in the corpus to fit its map, "
-            f"got {len(x)}; use --fill-unseen decontextualized",
+            f"{counted} {entries}; use --fill-unseen decontextualized",
             field="fill_unseen",
         )
-    return fit_ridge(x, y, choose_alpha(x, y))
 
 
 def mean_cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -22,7 +22,7 @@ from .config import DistillConfig
 from .corpus import Corpus, TextCorpus, check_readable
 from .encoder import Encoder, free_memory, load_pretrained, model_fingerprint
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
-from .fill import mapped_fill
+from .fill import mapped_fill, require_fittable
 from .postprocess import postprocess
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .ray_engine import check_cluster, run_ray
@@ -104,6 +104,8 @@ def resolve_inputs(
         vocab = Vocabulary.from_entries(vocab, config.case)
         if not vocab.entries:
             raise VocabError("vocab: the list holds no entry")
+    if vocab is not None and config.fill_unseen == "mapped":
+        require_fittable(len(vocab), "and the vocabulary holds only")
     return source, vocab
 
 

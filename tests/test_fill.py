@@ -76,3 +76,18 @@ def test_too_few_seen_entries_are_refused():
     x, y = noisy_linear(MIN_FITTED - 1)
     with pytest.raises(ConfigError, match=f"at least {MIN_FITTED} entries.*got {MIN_FITTED - 1}"):
         mapped_fill(x, y, x[:1])
+
+
+def test_a_vocabulary_too_small_to_fit_is_refused_before_the_model_loads(tmp_path, monkeypatch):
+    from roberta_static import DistillConfig, distill
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("roberta_static.pipeline.load_pretrained", no_model)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat.\n")
+    config = DistillConfig(model=str(tmp_path / "any"), fill_unseen="mapped")
+    words = [f"w{i}" for i in range(MIN_FITTED - 1)]
+    with pytest.raises(ConfigError, match=f"at least {MIN_FITTED} .* holds only {MIN_FITTED - 1}"):
+        distill(corpus, words, config)
