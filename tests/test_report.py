@@ -59,6 +59,8 @@ def test_report_holds_every_section_and_no_external_reference(vectors_dir, tmp_p
     assert external_references(html) == []
     assert html.count("plotly.js v") == 1  # the library once, inline; figures share it
     assert "held-out" in html.lower() and "mapped" in html
+    options = html.split("<h3>Options</h3>")[1].split("</table>")[0]
+    assert "None" not in options and "not set (its default)" in options  # e.g. max_length
     neighbours = html.split('<section id="neighbours">')[1].split("</section>")[0]
     assert "cat <span" in neighbours and "zebra <span" in neighbours
     assert "simlex999" in html.split('<section id="evaluation">')[1]
