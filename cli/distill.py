@@ -24,7 +24,7 @@ from roberta_static.errors import (
 from roberta_static.model_source import SPACY_PREFIX, resolve_model_name
 from roberta_static.vectors import vectors_folder_entries
 
-from ._util import Arg, Flag, Opt, check_not_flag_values, one_line_errors
+from ._util import Arg, Flag, Opt, check_not_flag_values, flag, one_line_errors
 from .options import (
     ALLOW_PICKLE,
     BATCH_TOKENS,
@@ -141,6 +141,9 @@ def distill_command(
             config, saved = given, None
             _check_fresh_output(out, overwrite)
             check_readable(list_corpus_files(corpus))
+        ray_only = [flag(name) for name in ("ray_address", "encoders") if _typed(ctx, name)]
+        if ray_only and config.engine != "ray":
+            raise ConfigError(f"{' and '.join(ray_only)} apply only with --engine ray")
         if not config.model.startswith(SPACY_PREFIX):
             resolve_model_name(config.model)
         # torch, transformers and spaCy load only once the options and paths have passed.

@@ -235,9 +235,11 @@ class Corpus:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise CorpusError(
-                f"{path}:{number}: not valid JSON ({error.msg} at column {error.colno})"
-            ) from None
+            # Some of json's messages end in "at" ("Unterminated string starting at").
+            column = (
+                f"column {error.colno}" if error.msg.endswith(" at") else f"at column {error.colno}"
+            )
+            raise CorpusError(f"{path}:{number}: not valid JSON ({error.msg} {column})") from None
         text = record.get(self.text_field) if isinstance(record, dict) else None
         if not isinstance(text, str):
             raise CorpusError(f"{path}:{number}: no string field {self.text_field!r}")

@@ -20,7 +20,7 @@ from .accumulate import Accumulator, mean_vectors, output_dim
 from .checkpoint import Checkpoint, Checkpointing
 from .config import DistillConfig
 from .corpus import Corpus, TextCorpus, check_readable
-from .encoder import Encoder, free_memory, load_pretrained, model_fingerprint
+from .encoder import Encoder, free_memory, load_pretrained, model_fingerprint, resolve_device
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .fill import mapped_fill, require_fittable
 from .postprocess import postprocess
@@ -70,8 +70,13 @@ def distill(
     if config is None:
         raise TypeError("distill() needs config=DistillConfig(model=...)")
     source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
+    if resume_from is not None and resume_from.shards is None:
+        check_serial_resume(config)
     if config.engine == "ray":
         check_cluster(config)
+    else:
+        for device in config.devices:  # before the model loads
+            resolve_device(device)
     model, tokenizer = load_pretrained(config)
     return distill_from_model(
         model, tokenizer, source, vocabulary, config, progress, checkpointing, resume_from
@@ -211,6 +216,21 @@ def distill_from_model(
     if config.postprocessing.is_identity:
         return vectors
     return postprocess(vectors, config.postprocessing)
+
+
+def check_serial_resume(config: DistillConfig) -> None:
+    """A checkpoint of a run in one process resumes in one process: refuse options that say not."""
+    if config.engine == "ray":
+        raise ConfigError(
+            "the checkpoint is of a run in one process; resume it with --engine local",
+            field="engine",
+        )
+    if (config.workers or 1) > 1 or len(config.devices) > 1:
+        raise ConfigError(
+            "the checkpoint is of a run in one process, and resumes in one process on one "
+            "device; leave out --workers and the device list",
+            field="workers" if (config.workers or 1) > 1 else "device",
+        )
 
 
 def _parallel(

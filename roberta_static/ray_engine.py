@@ -332,11 +332,6 @@ def run_ray(
 
     """
     ray = check_cluster(config)
-    if resume_from is not None and resume_from.shards is None:
-        raise ConfigError(
-            "the checkpoint is of a run in one process; resume it with --engine local",
-            field="engine",
-        )
     stop = checkpointing.stop if checkpointing is not None else None
     dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
     merged = _Merged(len(vocab), dim, resume_from)

@@ -169,6 +169,9 @@ def test_inputs_that_need_no_model_are_refused_before_torch_transformers_or_spac
     cases = {
         "not valid gzip data": [fake, "--model", "m", "--out", out],
         "./no/such/model: no such model folder": [corpus_file, "-m", "./no/such/model", "-o", out],
+        "error: --ray-address and --encoders apply only with --engine ray": [
+            *(corpus_file, "-m", "m", "-o", out, "--ray-address", "auto", "--encoders", "2"),
+        ],
     }
     for message, args in cases.items():
         result = _probe("distill", *args)

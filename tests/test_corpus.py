@@ -53,6 +53,10 @@ def test_jsonl_errors_name_file_and_line(tmp_path):
     path.write_text("{broken\n")
     with pytest.raises(CorpusError, match=r"docs.jsonl:1: not valid JSON"):
         list(Corpus([path]))
+    path.write_text('{"text": "unterminated\n')
+    with pytest.raises(CorpusError) as caught:
+        list(Corpus([path]))
+    assert str(caught.value).endswith("(Unterminated string starting at column 10)")
 
 
 def test_invalid_utf8_is_replaced_and_counted(tmp_path):

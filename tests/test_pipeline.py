@@ -309,3 +309,38 @@ def test_fill_unseen_mapped_refuses_too_few_seen_entries(roberta_dir, corpus_fil
     config = DistillConfig(model=str(roberta_dir), layers="1", fill_unseen="mapped")
     with pytest.raises(ConfigError, match=f"fill_unseen: mapped needs at least {MIN_FITTED}"):
         distill(corpus_file, vocab_file, config)
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fail any test that gets as far as loading the model."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("roberta_static.pipeline.load_pretrained", refuse)
+
+
+def test_an_unavailable_device_is_refused_before_the_model_loads(no_model, corpus_file):
+    config = DistillConfig(model="any", device="cpu,cuda:7")
+    with pytest.raises(ConfigError, match="device: cuda:7 is not available on this machine"):
+        distill(corpus_file, ["cat"], config)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"workers": 2}, "workers: the checkpoint is of a run in one process"),
+        ({"device": "cpu,cpu"}, "device: the checkpoint is of a run in one process"),
+        ({"engine": "ray"}, "engine: the checkpoint is of a run in one process"),
+    ],
+)
+def test_a_one_process_checkpoint_refuses_workers_devices_and_ray(
+    no_model, corpus_file, options, message
+):
+    from types import SimpleNamespace
+
+    one_process = SimpleNamespace(shards=None)  # what distill reads before loading the model
+    config = DistillConfig(model="any", **options)
+    with pytest.raises(ConfigError, match=message):
+        distill(corpus_file, ["cat"], config, resume_from=one_process)
