@@ -179,7 +179,10 @@ class RayPass:
                 self._report(progress, merged)
                 stopping = stop is not None and stop.is_set()
                 due = every_seconds and time.monotonic() - saved_at >= every_seconds
-                if checkpointing is not None and (stopping or due):
+                # Before the first merge there is nothing to save (a stop then ends the run
+                # at once, with nothing written).
+                worth_saving = checkpointing is not None and not checkpointing.nothing_to_lose
+                if worth_saving and (stopping or due):
                     # A shard finished before an earlier one is not merged yet: its state is
                     # still the one it started from, and so it is saved.
                     save(shard_states)
@@ -365,6 +368,9 @@ def _cluster(ray: Any, address: str | None) -> Iterator[None]:
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = address or "a new local cluster"
         raise ConfigError(f"cannot start Ray at {where}: {error}", field="ray_address") from None
+    except BaseException:
+        ray.shutdown()  # a stop while the cluster starts: leave none of its processes behind
+        raise
     try:
         yield
     finally:

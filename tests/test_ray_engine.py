@@ -159,6 +159,24 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
             assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
 
 
+def test_no_checkpoint_is_written_before_the_first_shard_is_merged(
+    corpus_folder, vocab_file, config, tmp_path, monkeypatch
+):
+    import roberta_static.ray_engine as engine
+
+    done_when_saved = []
+    save_shards = engine.save_shards
+
+    def recording(checkpointing, config, corpus, vocab, states, result):
+        done_when_saved.append(sum(state.done for state in states))
+        save_shards(checkpointing, config, corpus, vocab, states, result)
+
+    monkeypatch.setattr(engine, "save_shards", recording)
+    ray_config = config.replace(engine="ray", encoders=1, max_contexts=0)
+    distill(corpus_folder, vocab_file, ray_config, checkpointing=Checkpointing(tmp_path, 1e-6))
+    assert done_when_saved and min(done_when_saved) >= 1
+
+
 def test_a_bad_line_in_a_shard_is_one_line_naming_the_file_and_line(
     roberta_dir, vocab_file, tmp_path
 ):
