@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import typer
 
-from roberta_static.errors import ConfigError
-from roberta_static.finetune import BATCH_SIZE, FINETUNE_FILE, MINIMUMS, RUN_DIR, FinetuneConfig
+from roberta_static.checkpoint import StopNow
+from roberta_static.errors import ConfigError, Interrupted
+from roberta_static.finetune import (
+    BATCH_SIZE,
+    FINETUNE_FILE,
+    MINIMUMS,
+    RUN_DIR,
+    FinetuneConfig,
+    StopRequest,
+)
 
 from ._util import Flag, Opt, one_line_errors
 from .distill import _stop_on_signals
@@ -81,14 +88,16 @@ def finetune_command(
 
         from .progress import FinetuneProgressBar
 
-        stop = threading.Event()
+        stop = StopRequest()
         quiet_transformers()
         with _stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
-            finetune(
-                corpus, out, config, overwrite=overwrite, resume=resume is not None,
-                progress=bar.update,
-                stop=stop,
-            )
+            try:
+                finetune(
+                    corpus, out, config, overwrite=overwrite, resume=resume is not None,
+                    progress=bar.update, stop=stop,
+                )
+            except StopNow:
+                raise Interrupted(_stopped_before_training(out, resume is not None)) from None
         if not quiet:
             _summarise(out)
 
@@ -100,6 +109,15 @@ def _saved_config(folder: Path) -> FinetuneConfig:
         return FinetuneConfig(**json.loads(record.read_text(encoding="utf-8"))["config"])
     except (OSError, ValueError, KeyError, TypeError):
         raise ConfigError(f"{folder}: no interrupted fine-tuning run to resume") from None
+
+
+def _stopped_before_training(out: Path, resumed: bool) -> str:
+    if resumed:
+        return (
+            f"stopped before training went on; the checkpoints in {out / RUN_DIR} are unchanged; "
+            f"continue with --resume {out}"
+        )
+    return "stopped before training began; nothing was saved"
 
 
 def _summarise(out: Path) -> None:

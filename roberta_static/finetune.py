@@ -7,6 +7,7 @@ masked-LM head, and writes the result with a ``finetune.json`` record beside it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_directory, check_output_dir
+from .checkpoint import StopNow
 from .config import _CHOICES, Device, DType, parse_devices
 from .errors import ConfigError, CorpusError, ModelLoadError, require_minimums
 
@@ -141,6 +143,27 @@ class FinetuneProgress:
     tokens: int
 
 
+class StopRequest(threading.Event):
+    """The ``stop`` of :func:`finetune` that a signal handler may also call.
+
+    ``set()`` (from any thread) saves a checkpoint after the current step. A signal handler calls
+    :meth:`request_stop` instead (as ``distill``'s ``Checkpointing`` has it): before training
+    begins, while the model loads and the first perplexity is measured, stopping loses nothing,
+    so it raises :class:`~roberta_static.checkpoint.StopNow` there and then.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nothing_to_lose = True
+
+    def request_stop(self) -> None:
+        """Ask the run to stop; call it from the main thread's signal handler."""
+        self.set()
+        if self.nothing_to_lose:
+            self.nothing_to_lose = False  # a second request waits for the first to finish
+            raise StopNow
+
+
 def finetune_run_entries(folder: Path) -> tuple[str, ...] | None:
     """A fine-tuning output's entries, when ``folder`` holds one (see ``atomic.OwnEntries``)."""
     if (folder / FINETUNE_FILE).is_file() or (folder / RUN_DIR / FINETUNE_FILE).is_file():
@@ -163,7 +186,8 @@ def finetune(
     ``out`` receives the model (safetensors), its tokenizer and ``finetune.json`` (options, base
     model, steps, tokens seen, held-out perplexity before and after). Checkpoints go to
     ``out/.finetune`` every ``config.save_every`` steps; ``resume`` continues from the latest.
-    Setting ``stop`` saves a checkpoint and raises :class:`Interrupted`.
+    Setting ``stop`` saves a checkpoint and raises :class:`Interrupted`; a :class:`StopRequest`
+    asked to stop before training begins raises :class:`~roberta_static.checkpoint.StopNow`.
 
     Example:
         >>> finetune("domain.txt", "domain-model", FinetuneConfig("roberta-base"))  # doctest: +SKIP
@@ -189,24 +213,48 @@ def finetune(
         raise CorpusError(f"{texts}: holds no text to train on")
     from .training import Training
 
+    ours = not out.exists(), not run_dir.exists()  # what a failed fresh run may remove
     training = Training(texts, config, run_dir, progress, stop or threading.Event())
-    if not resume:
-        _prepare_run_dir(out, run_dir, overwrite, training.record())
-    record = training.run(resume)
+    if resume:
+        record = training.run(resume)
+    else:
+        began = []
+
+        def begin() -> None:
+            _prepare_run_dir(run_dir, overwrite, training.record())
+            began.append(True)
+
+        try:
+            record = training.run(resume, begin)
+        except BaseException:
+            _discard_unsaved(out, run_dir, ours[0], ours[1] or bool(began))
+            raise
     with atomic_directory(out, True, (finetune_run_entries,)) as staging:
         training.save(staging)
         (staging / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
     return out
 
 
-def _prepare_run_dir(out: Path, run_dir: Path, overwrite: bool, record: dict[str, Any]) -> None:
+def _prepare_run_dir(run_dir: Path, overwrite: bool, record: dict[str, Any]) -> None:
     """A fresh run folder in ``out``, whose record marks the folder as ours."""
     import shutil
 
     if overwrite and run_dir.is_dir():
         shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    run_dir.mkdir(parents=True, exist_ok=True)  # Trainer may have made it
     (run_dir / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
+
+
+def _discard_unsaved(out: Path, run_dir: Path, out_is_ours: bool, run_dir_is_ours: bool) -> None:
+    """After a fresh run failed before its first checkpoint: remove the folders it made."""
+    import shutil
+
+    if not run_dir_is_ours or any(run_dir.glob("checkpoint-*")):
+        return  # a checkpoint to resume from, or a folder this run did not make
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if out_is_ours:
+        with contextlib.suppress(OSError):  # not empty: something else was written there
+            out.rmdir()
 
 
 def perplexity(loss: float | None) -> float | None:

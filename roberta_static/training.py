@@ -26,6 +26,7 @@ from .errors import ConfigError, CorpusError, Interrupted
 from .finetune import (
     FinetuneConfig,
     FinetuneProgress,
+    StopRequest,
     missing_head,
     perplexity,
     refuse_headless,
@@ -105,7 +106,7 @@ class Training:
         self.train_blocks = SentenceBlocks(*parts, offsets=offsets)
         self.eval_blocks = SentenceBlocks(*parts, held_out_part=True, offsets=offsets)
         self.steps = config.max_steps or self._steps_for_epochs()
-        self.report = _Report(progress, stop)
+        self.report, self.stop = _Report(progress, stop), stop
 
     def record(self) -> dict[str, Any]:
         """What ``finetune.json`` says before the run ends: options, base model, head."""
@@ -129,10 +130,18 @@ class Training:
             "steps_planned": self.steps,
         }
 
-    def run(self, resume: bool) -> dict[str, Any]:
-        """Train (continuing from the latest checkpoint if ``resume``); the full record."""
+    def run(self, resume: bool, begin: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Train (continuing from the latest checkpoint if ``resume``); the full record.
+
+        ``begin`` is called once the model is loaded and the first perplexity measured, just
+        before training starts.
+        """
         trainer = self._trainer()
         before = self._held_out_loss(trainer)
+        if isinstance(self.stop, StopRequest):
+            self.stop.nothing_to_lose = False  # from now on a stop saves a checkpoint
+        if begin is not None:
+            begin()
         started = time.perf_counter()
         result = trainer.train(resume_from_checkpoint=True if resume else None)
         if self.report.stopped:

@@ -169,7 +169,7 @@ def test_ctrl_c_saves_and_the_resumed_cli_run_ends_with_the_same_weights(
     os.kill(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
-    assert stderr.startswith("stopping after the current batch"), stderr
+    assert stderr.startswith("stopping... (Ctrl-C again to quit now)"), stderr
     assert f"continue with --resume {out}" in stderr
     # Only the stop saves: checkpoints are due every 500 steps.
     (saved,) = (out / ".finetune").glob("checkpoint-*")
@@ -188,6 +188,25 @@ def test_ctrl_c_saves_and_the_resumed_cli_run_ends_with_the_same_weights(
     assert expected.keys() == found.keys()
     for name, tensor in expected.items():
         torch.testing.assert_close(found[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def test_ctrl_c_before_training_ends_at_once_leaving_nothing(
+    mlm_dir: Path, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A stop while the first perplexity is measured: one line, status 130, nothing saved."""
+    from roberta_static.training import Training
+
+    def interrupted(self: Training, trainer: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # the CLI's handler runs here, in the main thread
+        raise AssertionError("the stop should have ended the run")
+
+    monkeypatch.setattr(Training, "_held_out_loss", interrupted)
+    out = tmp_path / "out"
+    result = _cli(str(corpus), "--model", str(mlm_dir), "--out", str(out), "--max-steps", "2", "-q")
+    assert result.exit_code == 130, result.output
+    # The handler's "stopping..." goes to file descriptor 2, past CliRunner.
+    assert result.output.splitlines() == ["stopped before training began; nothing was saved"]
+    assert not out.exists()
 
 
 def test_headless_model_refused_then_given_a_new_tied_head(
