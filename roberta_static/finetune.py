@@ -185,7 +185,8 @@ def finetune(
 
     ``out`` receives the model (safetensors), its tokenizer and ``finetune.json`` (options, base
     model, steps, tokens seen, held-out perplexity before and after). Checkpoints go to
-    ``out/.finetune`` every ``config.save_every`` steps; ``resume`` continues from the latest.
+    ``out/.finetune`` every ``config.save_every`` steps; ``resume`` continues from the latest
+    complete one.
     Setting ``stop`` saves a checkpoint and raises :class:`Interrupted`; a :class:`StopRequest`
     asked to stop before training begins raises :class:`~roberta_static.checkpoint.StopNow`.
 
@@ -203,9 +204,16 @@ def finetune(
 
     out = Path(out)
     run_dir = out / RUN_DIR
+    checkpoint = None
     if resume:
         if not (run_dir / FINETUNE_FILE).is_file():
             raise ConfigError(f"{out}: no unfinished fine-tuning run to resume")
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise ConfigError(
+                f"{out}: nothing to resume (no complete checkpoint in {run_dir}); start again "
+                "with --overwrite"
+            )
     else:
         check_output_dir(out, overwrite, (finetune_run_entries,))
     texts = Corpus([corpus] if isinstance(corpus, (str, Path)) else corpus, config.text_field)
@@ -215,8 +223,8 @@ def finetune(
 
     ours = not out.exists(), not run_dir.exists()  # what a failed fresh run may remove
     training = Training(texts, config, run_dir, progress, stop or threading.Event())
-    if resume:
-        record = training.run(resume)
+    if checkpoint is not None:
+        record = training.run(checkpoint)
     else:
         began = []
 
@@ -225,7 +233,7 @@ def finetune(
             began.append(True)
 
         try:
-            record = training.run(resume, begin)
+            record = training.run(None, begin)
         except BaseException:
             _discard_unsaved(out, run_dir, ours[0], ours[1] or bool(began))
             raise
@@ -233,6 +241,26 @@ def finetune(
         training.save(staging)
         (staging / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
     return out
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest checkpoint written in full; incomplete ones (a crash while saving) go.
+
+    The Trainer writes ``trainer_state.json`` last, so a checkpoint without it is incomplete.
+    """
+    import shutil
+
+    steps = {
+        int(path.name.removeprefix("checkpoint-")): path
+        for path in run_dir.glob("checkpoint-*")
+        if path.name.removeprefix("checkpoint-").isdigit()
+    }
+    for step in sorted(steps, reverse=True):
+        if (steps[step] / "trainer_state.json").is_file():
+            return steps[step]
+        # Left in place, a later save at its step or the Trainer's rotation would trip on it.
+        shutil.rmtree(steps[step])
+    return None
 
 
 def _prepare_run_dir(run_dir: Path, overwrite: bool, record: dict[str, Any]) -> None:

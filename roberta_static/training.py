@@ -130,8 +130,10 @@ class Training:
             "steps_planned": self.steps,
         }
 
-    def run(self, resume: bool, begin: Callable[[], None] | None = None) -> dict[str, Any]:
-        """Train (continuing from the latest checkpoint if ``resume``); the full record.
+    def run(
+        self, checkpoint: Path | None, begin: Callable[[], None] | None = None
+    ) -> dict[str, Any]:
+        """Train (continuing from ``checkpoint`` if given); the full record.
 
         ``begin`` is called once the model is loaded and the first perplexity measured, just
         before training starts.
@@ -143,7 +145,9 @@ class Training:
         if begin is not None:
             begin()
         started = time.perf_counter()
-        result = trainer.train(resume_from_checkpoint=True if resume else None)
+        result = trainer.train(
+            resume_from_checkpoint=None if checkpoint is None else str(checkpoint)
+        )
         if self.report.stopped:
             raise Interrupted(
                 f"interrupted at step {trainer.state.global_step}: checkpoint saved; "

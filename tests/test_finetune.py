@@ -130,13 +130,33 @@ def test_resume_after_interrupt_matches_uninterrupted(mlm_dir: Path, corpus: Pat
 
     with pytest.raises(Interrupted, match="--resume"):
         finetune(corpus, tmp_path / "cut", config, progress=stop_at_2, stop=stop)
-    assert (tmp_path / "cut" / ".finetune").is_dir()
+    run_dir = tmp_path / "cut" / ".finetune"
+    # A crash while saving a later checkpoint: all but trainer_state.json, which comes last.
+    (saved,) = run_dir.glob("checkpoint-*")
+    assert int(saved.name.split("-")[1]) < 4
+    shutil.copytree(saved, run_dir / "checkpoint-4")
+    (run_dir / "checkpoint-4" / "trainer_state.json").unlink()
     resumed = finetune(corpus, tmp_path / "cut", config, resume=True)
     assert json.loads((resumed / FINETUNE_FILE).read_text())["steps"] == 5
     expected, found = _weights(whole), _weights(resumed)
     assert expected.keys() == found.keys()
     for name, tensor in expected.items():
         torch.testing.assert_close(found[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def test_resume_without_a_complete_checkpoint_is_one_line(
+    mlm_dir: Path, corpus: Path, tmp_path: Path
+):
+    run_dir = tmp_path / "out" / ".finetune"
+    (run_dir / "checkpoint-3").mkdir(parents=True)  # cut short before trainer_state.json
+    record = {"config": FinetuneConfig(str(mlm_dir), max_steps=5, **FAST).to_dict()}
+    (run_dir / FINETUNE_FILE).write_text(json.dumps(record))
+    result = _cli(str(corpus), "--resume", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: {tmp_path / 'out'}: nothing to resume (no complete checkpoint in {run_dir}); "
+        "start again with --overwrite"
+    ]
 
 
 def _finetune_cli(*args: object) -> list[str]:
