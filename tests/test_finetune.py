@@ -159,6 +159,20 @@ def test_resume_without_a_complete_checkpoint_is_one_line(
     ]
 
 
+@pytest.mark.parametrize("eval_fraction", ["0", "0.2"])  # found while training / measuring
+def test_bad_input_found_mid_run_leaves_nothing(mlm_dir: Path, tmp_path: Path, eval_fraction: str):
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"body": line}) for line in (CORPUS_LINES * 4)[:20]]
+    corpus.write_text("\n".join([*lines, '{"body": "cut short'] * 2) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = _cli(str(corpus), "--model", str(mlm_dir), "--out", str(out), "--text-field", "body",
+                  "--max-steps", "30", "--device", "cpu", "--eval-fraction", eval_fraction, "-q")  # fmt: skip
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ") and ":21" in line, line
+    assert not out.exists()
+
+
 def _finetune_cli(*args: object) -> list[str]:
     return ["roberta-static", "finetune", *map(str, args), "-q"]
 
