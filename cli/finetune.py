@@ -18,8 +18,8 @@ from roberta_static.finetune import (
     StopRequest,
 )
 
-from ._util import Flag, Opt, one_line_errors
-from .distill import _stop_on_signals
+from ._util import Flag, Opt, flag, one_line_errors
+from .distill import _stop_on_signals, _typed
 from .options import (
     ALLOW_PICKLE,
     CORPUS,
@@ -38,6 +38,7 @@ from .options import (
 
 # fmt: off
 def finetune_command(
+    ctx: typer.Context,
     corpus: list[Path] = CORPUS,
     model: str | None = Opt(None, "--model", "-m", help="Masked-LM model: hub id, local folder, or minilm (with --init-mlm-head)"),
     out: Path | None = Opt(None, "--out", "-o", help="Output model folder (safetensors, tokenizer, finetune.json)"),
@@ -69,6 +70,7 @@ def finetune_command(
     """Continue masked-LM training of a model on your corpus; distill from the result."""
     with one_line_errors():
         if resume is not None:
+            _check_no_new_options(ctx, resume, out)
             out, config = resume, _saved_config(resume)
         elif model is None or out is None:
             raise ConfigError("finetune needs CORPUS, --model and --out (or --resume OUT)")
@@ -82,8 +84,6 @@ def finetune_command(
                 spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
                 trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
             )
-        if resume is not None and overwrite:
-            raise ConfigError("--resume continues a run and --overwrite replaces it: pass one")
         from roberta_static.finetune import finetune
 
         from .progress import FinetuneProgressBar
@@ -100,6 +100,25 @@ def finetune_command(
                 raise Interrupted(_stopped_before_training(out, resume is not None)) from None
         if not quiet:
             _summarise(out)
+
+
+def _check_no_new_options(ctx: typer.Context, resume: Path, out: Path | None) -> None:
+    """A resumed run keeps the options it started with: refuse any given again."""
+    if out is not None and out.resolve() == resume.resolve():
+        out = None
+    given = [
+        flag(name)
+        for name in ctx.params
+        if name not in ("corpus", "resume", "quiet", "out") and _typed(ctx, name)
+    ]
+    if given == ["--overwrite"]:
+        raise ConfigError("--resume continues a run and --overwrite replaces it: pass one")
+    if given or out is not None:
+        flags = ", ".join(given + ["--out"] * (out is not None))
+        raise ConfigError(
+            f"{flags} with --resume: a resumed run keeps the options it started with "
+            f"(in {resume / RUN_DIR / FINETUNE_FILE}); leave them out"
+        )
 
 
 def _saved_config(folder: Path) -> FinetuneConfig:

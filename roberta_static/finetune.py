@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import math
 import threading
@@ -18,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_directory, check_output_dir
-from .checkpoint import StopNow
+from .checkpoint import StopNow, corpus_identity
 from .config import _CHOICES, Device, DType, parse_devices
-from .errors import ConfigError, CorpusError, ModelLoadError, require_minimums
+from .corpus import Corpus, Position
+from .errors import ConfigError, CorpusError, ModelLoadError, require_minimums, short_list
 
 FINETUNE_FILE = "finetune.json"
 RUN_DIR = ".finetune"  # Trainer's checkpoints of an unfinished run, inside the output folder
@@ -200,23 +202,15 @@ def finetune(
         Interrupted: ``stop`` was set; resume with ``resume=True``.
 
     """
-    from .corpus import Corpus
-
     out = Path(out)
     run_dir = out / RUN_DIR
-    checkpoint = None
-    if resume:
-        if not (run_dir / FINETUNE_FILE).is_file():
-            raise ConfigError(f"{out}: no unfinished fine-tuning run to resume")
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            raise ConfigError(
-                f"{out}: nothing to resume (no complete checkpoint in {run_dir}); start again "
-                "with --overwrite"
-            )
-    else:
+    if resume and not (run_dir / FINETUNE_FILE).is_file():
+        raise ConfigError(f"{out}: no unfinished fine-tuning run to resume")
+    if not resume:
         check_output_dir(out, overwrite, (finetune_run_entries,))
     texts = Corpus([corpus] if isinstance(corpus, (str, Path)) else corpus, config.text_field)
+    identity = corpus_identity(texts.files, Position(len(texts.files), 0, 1, 0))
+    checkpoint = _resume_point(out, identity) if resume else None
     if next(iter(texts), None) is None:
         raise CorpusError(f"{texts}: holds no text to train on")
     from .training import Training
@@ -229,7 +223,7 @@ def finetune(
         began = []
 
         def begin() -> None:
-            _prepare_run_dir(run_dir, overwrite, training.record())
+            _prepare_run_dir(run_dir, overwrite, {**training.record(), "corpus": identity})
             began.append(True)
 
         try:
@@ -237,10 +231,38 @@ def finetune(
         except BaseException:
             _discard_unsaved(out, run_dir, ours[0], ours[1] or bool(began))
             raise
+    record["corpus"] = identity
     with atomic_directory(out, True, (finetune_run_entries,)) as staging:
         training.save(staging)
         (staging / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
     return out
+
+
+def _resume_point(out: Path, identity: list[dict[str, Any]]) -> Path:
+    """The checkpoint a resumed run over the corpus of ``identity`` continues from.
+
+    Raises:
+        ConfigError: The run trains on another corpus (renamed files pass), or has no complete
+            checkpoint.
+
+    """
+    run_dir = out / RUN_DIR
+    # No corpus in the record: a run started before it was recorded.
+    saved = json.loads((run_dir / FINETUNE_FILE).read_text("utf-8")).get("corpus") or identity
+    for now, before in itertools.zip_longest(identity, saved, fillvalue={"path": "nothing"}):
+        if {**now, "path": ""} != {**before, "path": ""}:
+            changed = "has changed" if now["path"] == before["path"] else f"is not {before['path']}"
+            raise ConfigError(
+                f"{out}: cannot resume over another corpus: {now['path']} {changed} (the run "
+                f"trains on {short_list([entry['path'] for entry in saved], 3)})"
+            )
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise ConfigError(
+            f"{out}: nothing to resume (no complete checkpoint in {run_dir}); start again with "
+            "--overwrite"
+        )
+    return checkpoint
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -173,6 +173,37 @@ def test_bad_input_found_mid_run_leaves_nothing(mlm_dir: Path, tmp_path: Path, e
     assert not out.exists()
 
 
+def test_resume_refuses_another_corpus_and_new_options(mlm_dir: Path, corpus: Path, tmp_path: Path):
+    from roberta_static.checkpoint import corpus_identity
+    from roberta_static.corpus import Position
+
+    out = tmp_path / "out"
+    (out / ".finetune").mkdir(parents=True)
+    record = {
+        "config": FinetuneConfig(str(mlm_dir), max_steps=5, **FAST).to_dict(),
+        "corpus": corpus_identity([corpus], Position(1, 0, 1, 0)),
+    }
+    (out / ".finetune" / FINETUNE_FILE).write_text(json.dumps(record))
+    other = tmp_path / "other.txt"
+    other.write_text("Another domain altogether.\n", encoding="utf-8")
+    result = _cli(str(other), "--resume", str(out))
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: {out}: cannot resume over another corpus: {other} is not {corpus} (the run "
+        f"trains on {corpus})"
+    ]
+    renamed = tmp_path / "renamed.txt"
+    shutil.copy(corpus, renamed)
+    result = _cli(str(renamed), "--resume", str(out))  # the same text passes, to the checkpoints
+    assert "nothing to resume" in result.output
+    result = _cli(str(corpus), "--resume", str(out), "--max-steps", "40", "--seed", "1")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: --max-steps, --seed with --resume: a resumed run keeps the options it started "
+        f"with (in {out / '.finetune' / FINETUNE_FILE}); leave them out"
+    ]
+
+
 def _finetune_cli(*args: object) -> list[str]:
     return ["roberta-static", "finetune", *map(str, args), "-q"]
 
