@@ -23,7 +23,6 @@ from .distill import _stop_on_signals, _typed
 from .options import (
     ALLOW_PICKLE,
     CORPUS,
-    DEVICE,
     LANG,
     MAX_LENGTH,
     OVERWRITE,
@@ -36,6 +35,13 @@ from .options import (
 )
 
 
+def _positive(value: float) -> float:
+    """Typer's ``min=0`` allows 0, which these options refuse."""
+    if not value > 0:
+        raise typer.BadParameter(f"{value} is not > 0")
+    return value
+
+
 # fmt: off
 def finetune_command(
     ctx: typer.Context,
@@ -43,16 +49,16 @@ def finetune_command(
     model: str | None = Opt(None, "--model", "-m", help="Masked-LM model: hub id, local folder, or minilm (with --init-mlm-head)"),
     out: Path | None = Opt(None, "--out", "-o", help="Output model folder (safetensors, tokenizer, finetune.json)"),
     max_length: int | None = MAX_LENGTH,
-    mlm_probability: float = Opt(0.15, "--mlm-probability", min=0, max=1, help="Share of tokens masked (of words, with --whole-word-mask)"),
+    mlm_probability: float = Opt(0.15, "--mlm-probability", max=1, callback=_positive, help="Share of tokens masked (of words, with --whole-word-mask), > 0"),
     whole_word_mask: bool = Flag("--whole-word-mask", help="Mask all the subword tokens of a word together"),
-    epochs: float = Opt(1.0, "--epochs", min=0, help="Passes over the corpus (unless --max-steps)"),
+    epochs: float = Opt(1.0, "--epochs", callback=_positive, help="Passes over the corpus, > 0 (unless --max-steps)"),
     max_steps: int | None = Opt(None, "--max-steps", min=1, help="Optimizer steps to take", show_default="from --epochs"),
-    learning_rate: float = Opt(5e-5, "--learning-rate", min=0, help="Peak learning rate (AdamW, linear decay)"),
+    learning_rate: float = Opt(5e-5, "--learning-rate", callback=_positive, help="Peak learning rate (AdamW, linear decay), > 0"),
     batch_size: int | None = Opt(None, "--batch-size", min=MINIMUMS["batch_size"], help="Blocks of --max-length tokens per step", show_default=str(BATCH_SIZE)),
     batch_tokens: int | None = Opt(None, "--batch-tokens", min=MINIMUMS["batch_tokens"], help="Token budget of one step instead of --batch-size: as many blocks of --max-length tokens as it holds, padding included", show_default=False),
     warmup_ratio: float = Opt(0.06, "--warmup-ratio", min=0, max=1, help="Share of steps warming the learning rate up"),
     seed: int = Opt(0, "--seed", min=0, help="Seed of the masking and of a new head"),
-    device: str = DEVICE,
+    device: str = Opt("auto", "--device", help="auto = CUDA, then MPS, then CPU; cuda:1 names a GPU (one device: fine-tuning runs on one)"),
     dtype: DType = Opt("auto", help="auto = bfloat16 mixed precision on CUDA, float32 elsewhere"),
     eval_fraction: float = Opt(0.02, "--eval-fraction", min=0, max=0.5, help="Share of sentences held out to measure perplexity (0 = none)"),
     save_every: int = Opt(500, "--save-every", min=1, help="Steps between checkpoints in OUT/.finetune"),

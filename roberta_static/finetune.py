@@ -99,8 +99,9 @@ class FinetuneConfig:
             ("warmup_ratio", 0.0, 1.0),
         ):
             value = getattr(self, name)
-            if not low <= value < high or (name == "mlm_probability" and value == 0):
-                raise ConfigError(f"must be in [{low}, {high}), got {value}", field=name)
+            if not low <= value <= high or (name == "mlm_probability" and value == 0):
+                opening = "(" if name == "mlm_probability" else "["
+                raise ConfigError(f"must be in {opening}{low}, {high}], got {value}", field=name)
         if None not in (self.batch_size, self.batch_tokens):
             raise ConfigError(
                 "cannot be combined with a batch size: pass one of the two", field="batch_tokens"

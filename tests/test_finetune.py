@@ -360,10 +360,32 @@ def test_whole_word_masks_match_transformers_5(model_dir: Path, tmp_path: Path):
         assert torch.equal(found[key], expected[key]), key
 
 
-@pytest.mark.parametrize("fraction", [-0.1, 0.5, 2.0])
+@pytest.mark.parametrize("fraction", [-0.1, 0.51, 2.0])
 def test_eval_fraction_out_of_range(fraction: float):
     with pytest.raises(ConfigError, match="eval_fraction"):
         FinetuneConfig("m", eval_fraction=fraction)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "accepted"),
+    [("--epochs", "0", False), ("--learning-rate", "0", False), ("--mlm-probability", "0", False),
+     ("--mlm-probability", "1", True), ("--eval-fraction", "0.5", True), ("--warmup-ratio", "1", True)],
+)  # fmt: skip
+def test_cli_ranges_are_the_library_ranges(option: str, value: str, accepted: bool):
+    """A boundary the library refuses is a usage error (status 2), as --help shows it."""
+    result = _cli("corpus.txt", "--model", "m", "--out", "out", option, value, "--quiet",
+                  "--resume", "nowhere")  # fmt: skip
+    if accepted:  # past Typer: the --resume check comes next
+        assert result.exit_code == 1, result.output
+        assert option in result.output and "with --resume" in result.output
+        FinetuneConfig("m", **{option[2:].replace("-", "_"): float(value)})
+    else:
+        assert result.exit_code == 2 and f"{value} is not > 0" in result.output, result.output
+
+
+def test_help_describes_finetune_s_own_device_option():
+    text = " ".join(_cli("--help").output.split())
+    assert "one encoder on each" not in text and "one device" in text
 
 
 def test_batch_tokens_gives_the_blocks_a_budget_holds():
