@@ -149,9 +149,10 @@ def _summarise(out: Path) -> None:
     record = json.loads((out / FINETUNE_FILE).read_text(encoding="utf-8"))
     held_out = record["held_out"]
     if held_out["perplexity_before"] is not None:
+        caveat = " (before: of the new head's random weights)" if record["mlm_head"]["new"] else ""
         typer.echo(
             f"held-out perplexity {held_out['perplexity_before']:,.2f} -> "
-            f"{held_out['perplexity_after']:,.2f}"
+            f"{held_out['perplexity_after']:,.2f}{caveat}"
         )
     typer.echo(
         f"{record['steps']:,} steps, {record['tokens_seen']:,} tokens in "

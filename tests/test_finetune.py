@@ -285,6 +285,10 @@ def test_headless_model_refused_then_given_a_new_tied_head(
     head = json.loads((out / FINETUNE_FILE).read_text())["mlm_head"]
     assert head["new"] is True and head["tied_to_input_embeddings"] is True
     assert head["initialized_weights"]
+    result = _cli(str(corpus), "--model", str(roberta_dir), "--out", str(tmp_path / "cli"),
+                  "--init-mlm-head", "--max-steps", "1", "--device", "cpu", "--eval-fraction", "0.2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "(before: of the new head's random weights)" in result.output
 
 
 @pytest.mark.parametrize("whole_words", [True, False])
