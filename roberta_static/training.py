@@ -5,6 +5,7 @@ torch and transformers are imported here (and in ``encoder.py``), never by the C
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -34,6 +35,18 @@ from .finetune import (
 from .mlm_data import SeededMasking, SentenceBlocks, masking_collator
 from .segment import load_segmenter
 
+SECONDS_FILE = "roberta_static_seconds.json"  # in a checkpoint: the training time until it
+
+
+def _seconds_saved(checkpoint: Path | None) -> float:
+    """Training time before ``checkpoint`` (0 without one, or from a checkpoint without it)."""
+    if checkpoint is None:
+        return 0.0
+    try:
+        return float(json.loads((checkpoint / SECONDS_FILE).read_text("utf-8"))["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
 
 class _Report(TrainerCallback):
     """Feeds the progress callback and stops (with a checkpoint) when ``stop`` is set."""
@@ -44,6 +57,17 @@ class _Report(TrainerCallback):
         self.progress, self.stop = progress, stop
         self.loss: float | None = None
         self.stopped = False
+        self.started, self.earlier = time.perf_counter(), 0.0
+
+    def seconds(self) -> float:
+        """Training time of the run so far, its earlier (resumed) parts included."""
+        return self.earlier + time.perf_counter() - self.started
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Keep the time trained so far with the checkpoint, for a resumed run's record."""
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir():
+            (folder / SECONDS_FILE).write_text(json.dumps({"seconds": self.seconds()}), "utf-8")
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         """Report the step just logged (every step) with its training loss."""
@@ -144,7 +168,8 @@ class Training:
             self.stop.nothing_to_lose = False  # from now on a stop saves a checkpoint
         if begin is not None:
             begin()
-        started = time.perf_counter()
+        self.report.started = time.perf_counter()
+        self.report.earlier = _seconds_saved(checkpoint)
         result = trainer.train(
             resume_from_checkpoint=None if checkpoint is None else str(checkpoint)
         )
@@ -153,7 +178,7 @@ class Training:
                 f"interrupted at step {trainer.state.global_step}: checkpoint saved; "
                 f"continue with --resume {self.run_dir.parent}"
             )
-        seconds = time.perf_counter() - started
+        seconds = self.report.seconds()
         after = self._held_out_loss(trainer)
         tokens = int(getattr(trainer.state, "num_input_tokens_seen", 0) or 0)
         return {

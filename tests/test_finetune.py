@@ -21,6 +21,7 @@ from roberta_static.cli import app
 from roberta_static.errors import ConfigError, CorpusError, Interrupted, ModelLoadError
 from roberta_static.finetune import FINETUNE_FILE, FinetuneConfig, FinetuneProgress, finetune
 from roberta_static.mlm_data import SeededMasking, SentenceBlocks, masking_collator, special_tokens
+from roberta_static.training import SECONDS_FILE
 
 FAST = {"device": "cpu", "batch_size": 4, "learning_rate": 2e-3, "eval_fraction": 0.2}
 
@@ -136,8 +137,13 @@ def test_resume_after_interrupt_matches_uninterrupted(mlm_dir: Path, corpus: Pat
     assert int(saved.name.split("-")[1]) < 4
     shutil.copytree(saved, run_dir / "checkpoint-4")
     (run_dir / "checkpoint-4" / "trainer_state.json").unlink()
+    # The time trained before the stop, kept with the checkpoint, counts in the record.
+    seconds = json.loads((saved / SECONDS_FILE).read_text())["seconds"]
+    assert 0 < seconds < 600
+    (saved / SECONDS_FILE).write_text(json.dumps({"seconds": seconds + 1000}))
     resumed = finetune(corpus, tmp_path / "cut", config, resume=True)
-    assert json.loads((resumed / FINETUNE_FILE).read_text())["steps"] == 5
+    record = json.loads((resumed / FINETUNE_FILE).read_text())
+    assert record["steps"] == 5 and record["seconds"] > seconds + 1000
     expected, found = _weights(whole), _weights(resumed)
     assert expected.keys() == found.keys()
     for name, tensor in expected.items():
