@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import typer
 
-from roberta_static.errors import ConfigError
-from roberta_static.finetune import BATCH_SIZE, FINETUNE_FILE, MINIMUMS, RUN_DIR, FinetuneConfig
+from roberta_static.checkpoint import StopNow
+from roberta_static.errors import ConfigError, Interrupted
+from roberta_static.finetune import (
+    BATCH_SIZE,
+    FINETUNE_FILE,
+    MINIMUMS,
+    RUN_DIR,
+    FinetuneConfig,
+    StopRequest,
+)
 
-from ._util import Flag, Opt, one_line_errors
-from .distill import _stop_on_signals
+from ._util import Flag, Opt, flag, one_line_errors
+from .distill import _stop_on_signals, _typed
 from .options import (
     ALLOW_PICKLE,
     CORPUS,
-    DEVICE,
     LANG,
     MAX_LENGTH,
     OVERWRITE,
@@ -29,22 +35,30 @@ from .options import (
 )
 
 
+def _positive(value: float) -> float:
+    """Typer's ``min=0`` allows 0, which these options refuse."""
+    if not value > 0:
+        raise typer.BadParameter(f"{value} is not > 0")
+    return value
+
+
 # fmt: off
 def finetune_command(
+    ctx: typer.Context,
     corpus: list[Path] = CORPUS,
     model: str | None = Opt(None, "--model", "-m", help="Masked-LM model: hub id, local folder, or minilm (with --init-mlm-head)"),
     out: Path | None = Opt(None, "--out", "-o", help="Output model folder (safetensors, tokenizer, finetune.json)"),
     max_length: int | None = MAX_LENGTH,
-    mlm_probability: float = Opt(0.15, "--mlm-probability", min=0, max=1, help="Share of tokens masked (of words, with --whole-word-mask)"),
+    mlm_probability: float = Opt(0.15, "--mlm-probability", max=1, callback=_positive, help="Share of tokens masked (of words, with --whole-word-mask), > 0"),
     whole_word_mask: bool = Flag("--whole-word-mask", help="Mask all the subword tokens of a word together"),
-    epochs: float = Opt(1.0, "--epochs", min=0, help="Passes over the corpus (unless --max-steps)"),
+    epochs: float = Opt(1.0, "--epochs", callback=_positive, help="Passes over the corpus, > 0 (unless --max-steps)"),
     max_steps: int | None = Opt(None, "--max-steps", min=1, help="Optimizer steps to take", show_default="from --epochs"),
-    learning_rate: float = Opt(5e-5, "--learning-rate", min=0, help="Peak learning rate (AdamW, linear decay)"),
+    learning_rate: float = Opt(5e-5, "--learning-rate", callback=_positive, help="Peak learning rate (AdamW, linear decay), > 0"),
     batch_size: int | None = Opt(None, "--batch-size", min=MINIMUMS["batch_size"], help="Blocks of --max-length tokens per step", show_default=str(BATCH_SIZE)),
     batch_tokens: int | None = Opt(None, "--batch-tokens", min=MINIMUMS["batch_tokens"], help="Token budget of one step instead of --batch-size: as many blocks of --max-length tokens as it holds, padding included", show_default=False),
     warmup_ratio: float = Opt(0.06, "--warmup-ratio", min=0, max=1, help="Share of steps warming the learning rate up"),
     seed: int = Opt(0, "--seed", min=0, help="Seed of the masking and of a new head"),
-    device: str = DEVICE,
+    device: str = Opt("auto", "--device", help="auto = CUDA, then MPS, then CPU; cuda:1 names a GPU (one device: fine-tuning runs on one)"),
     dtype: DType = Opt("auto", help="auto = bfloat16 mixed precision on CUDA, float32 elsewhere"),
     eval_fraction: float = Opt(0.02, "--eval-fraction", min=0, max=0.5, help="Share of sentences held out to measure perplexity (0 = none)"),
     save_every: int = Opt(500, "--save-every", min=1, help="Steps between checkpoints in OUT/.finetune"),
@@ -62,6 +76,7 @@ def finetune_command(
     """Continue masked-LM training of a model on your corpus; distill from the result."""
     with one_line_errors():
         if resume is not None:
+            _check_no_new_options(ctx, resume, out)
             out, config = resume, _saved_config(resume)
         elif model is None or out is None:
             raise ConfigError("finetune needs CORPUS, --model and --out (or --resume OUT)")
@@ -75,22 +90,41 @@ def finetune_command(
                 spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
                 trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
             )
-        if resume is not None and overwrite:
-            raise ConfigError("--resume continues a run and --overwrite replaces it: pass one")
         from roberta_static.finetune import finetune
 
         from .progress import FinetuneProgressBar
 
-        stop = threading.Event()
+        stop = StopRequest()
         quiet_transformers()
         with _stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
-            finetune(
-                corpus, out, config, overwrite=overwrite, resume=resume is not None,
-                progress=bar.update,
-                stop=stop,
-            )
+            try:
+                finetune(
+                    corpus, out, config, overwrite=overwrite, resume=resume is not None,
+                    progress=bar.update, stop=stop,
+                )
+            except StopNow:
+                raise Interrupted(_stopped_before_training(out, resume is not None)) from None
         if not quiet:
             _summarise(out)
+
+
+def _check_no_new_options(ctx: typer.Context, resume: Path, out: Path | None) -> None:
+    """A resumed run keeps the options it started with: refuse any given again."""
+    if out is not None and out.resolve() == resume.resolve():
+        out = None
+    given = [
+        flag(name)
+        for name in ctx.params
+        if name not in ("corpus", "resume", "quiet", "out") and _typed(ctx, name)
+    ]
+    if given == ["--overwrite"]:
+        raise ConfigError("--resume continues a run and --overwrite replaces it: pass one")
+    if given or out is not None:
+        flags = ", ".join(given + ["--out"] * (out is not None))
+        raise ConfigError(
+            f"{flags} with --resume: a resumed run keeps the options it started with "
+            f"(in {resume / RUN_DIR / FINETUNE_FILE}); leave them out"
+        )
 
 
 def _saved_config(folder: Path) -> FinetuneConfig:
@@ -102,13 +136,23 @@ def _saved_config(folder: Path) -> FinetuneConfig:
         raise ConfigError(f"{folder}: no interrupted fine-tuning run to resume") from None
 
 
+def _stopped_before_training(out: Path, resumed: bool) -> str:
+    if resumed:
+        return (
+            f"stopped before training went on; the checkpoints in {out / RUN_DIR} are unchanged; "
+            f"continue with --resume {out}"
+        )
+    return "stopped before training began; nothing was saved"
+
+
 def _summarise(out: Path) -> None:
     record = json.loads((out / FINETUNE_FILE).read_text(encoding="utf-8"))
     held_out = record["held_out"]
     if held_out["perplexity_before"] is not None:
+        caveat = " (before: of the new head's random weights)" if record["mlm_head"]["new"] else ""
         typer.echo(
             f"held-out perplexity {held_out['perplexity_before']:,.2f} -> "
-            f"{held_out['perplexity_after']:,.2f}"
+            f"{held_out['perplexity_after']:,.2f}{caveat}"
         )
     typer.echo(
         f"{record['steps']:,} steps, {record['tokens_seen']:,} tokens in "

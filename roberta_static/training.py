@@ -5,6 +5,7 @@ torch and transformers are imported here (and in ``encoder.py``), never by the C
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -26,12 +27,25 @@ from .errors import ConfigError, CorpusError, Interrupted
 from .finetune import (
     FinetuneConfig,
     FinetuneProgress,
+    StopRequest,
     missing_head,
     perplexity,
     refuse_headless,
 )
 from .mlm_data import SeededMasking, SentenceBlocks, masking_collator
 from .segment import load_segmenter
+
+SECONDS_FILE = "roberta_static_seconds.json"  # in a checkpoint: the training time until it
+
+
+def _seconds_saved(checkpoint: Path | None) -> float:
+    """Training time before ``checkpoint`` (0 without one, or from a checkpoint without it)."""
+    if checkpoint is None:
+        return 0.0
+    try:
+        return float(json.loads((checkpoint / SECONDS_FILE).read_text("utf-8"))["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
 
 
 class _Report(TrainerCallback):
@@ -43,6 +57,17 @@ class _Report(TrainerCallback):
         self.progress, self.stop = progress, stop
         self.loss: float | None = None
         self.stopped = False
+        self.started, self.earlier = time.perf_counter(), 0.0
+
+    def seconds(self) -> float:
+        """Training time of the run so far, its earlier (resumed) parts included."""
+        return self.earlier + time.perf_counter() - self.started
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Keep the time trained so far with the checkpoint, for a resumed run's record."""
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if folder.is_dir():
+            (folder / SECONDS_FILE).write_text(json.dumps({"seconds": self.seconds()}), "utf-8")
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
         """Report the step just logged (every step) with its training loss."""
@@ -105,7 +130,7 @@ class Training:
         self.train_blocks = SentenceBlocks(*parts, offsets=offsets)
         self.eval_blocks = SentenceBlocks(*parts, held_out_part=True, offsets=offsets)
         self.steps = config.max_steps or self._steps_for_epochs()
-        self.report = _Report(progress, stop)
+        self.report, self.stop = _Report(progress, stop), stop
 
     def record(self) -> dict[str, Any]:
         """What ``finetune.json`` says before the run ends: options, base model, head."""
@@ -129,18 +154,31 @@ class Training:
             "steps_planned": self.steps,
         }
 
-    def run(self, resume: bool) -> dict[str, Any]:
-        """Train (continuing from the latest checkpoint if ``resume``); the full record."""
+    def run(
+        self, checkpoint: Path | None, begin: Callable[[], None] | None = None
+    ) -> dict[str, Any]:
+        """Train (continuing from ``checkpoint`` if given); the full record.
+
+        ``begin`` is called once the model is loaded and the first perplexity measured, just
+        before training starts.
+        """
         trainer = self._trainer()
         before = self._held_out_loss(trainer)
-        started = time.perf_counter()
-        result = trainer.train(resume_from_checkpoint=True if resume else None)
+        if isinstance(self.stop, StopRequest):
+            self.stop.nothing_to_lose = False  # from now on a stop saves a checkpoint
+        if begin is not None:
+            begin()
+        self.report.started = time.perf_counter()
+        self.report.earlier = _seconds_saved(checkpoint)
+        result = trainer.train(
+            resume_from_checkpoint=None if checkpoint is None else str(checkpoint)
+        )
         if self.report.stopped:
             raise Interrupted(
                 f"interrupted at step {trainer.state.global_step}: checkpoint saved; "
                 f"continue with --resume {self.run_dir.parent}"
             )
-        seconds = time.perf_counter() - started
+        seconds = self.report.seconds()
         after = self._held_out_loss(trainer)
         tokens = int(getattr(trainer.state, "num_input_tokens_seen", 0) or 0)
         return {

@@ -21,6 +21,7 @@ from roberta_static.cli import app
 from roberta_static.errors import ConfigError, CorpusError, Interrupted, ModelLoadError
 from roberta_static.finetune import FINETUNE_FILE, FinetuneConfig, FinetuneProgress, finetune
 from roberta_static.mlm_data import SeededMasking, SentenceBlocks, masking_collator, special_tokens
+from roberta_static.training import SECONDS_FILE
 
 FAST = {"device": "cpu", "batch_size": 4, "learning_rate": 2e-3, "eval_fraction": 0.2}
 
@@ -130,13 +131,83 @@ def test_resume_after_interrupt_matches_uninterrupted(mlm_dir: Path, corpus: Pat
 
     with pytest.raises(Interrupted, match="--resume"):
         finetune(corpus, tmp_path / "cut", config, progress=stop_at_2, stop=stop)
-    assert (tmp_path / "cut" / ".finetune").is_dir()
+    run_dir = tmp_path / "cut" / ".finetune"
+    # A crash while saving a later checkpoint: all but trainer_state.json, which comes last.
+    (saved,) = run_dir.glob("checkpoint-*")
+    assert int(saved.name.split("-")[1]) < 4
+    shutil.copytree(saved, run_dir / "checkpoint-4")
+    (run_dir / "checkpoint-4" / "trainer_state.json").unlink()
+    # The time trained before the stop, kept with the checkpoint, counts in the record.
+    seconds = json.loads((saved / SECONDS_FILE).read_text())["seconds"]
+    assert 0 < seconds < 600
+    (saved / SECONDS_FILE).write_text(json.dumps({"seconds": seconds + 1000}))
     resumed = finetune(corpus, tmp_path / "cut", config, resume=True)
-    assert json.loads((resumed / FINETUNE_FILE).read_text())["steps"] == 5
+    record = json.loads((resumed / FINETUNE_FILE).read_text())
+    assert record["steps"] == 5 and record["seconds"] > seconds + 1000
     expected, found = _weights(whole), _weights(resumed)
     assert expected.keys() == found.keys()
     for name, tensor in expected.items():
         torch.testing.assert_close(found[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def test_resume_without_a_complete_checkpoint_is_one_line(
+    mlm_dir: Path, corpus: Path, tmp_path: Path
+):
+    run_dir = tmp_path / "out" / ".finetune"
+    (run_dir / "checkpoint-3").mkdir(parents=True)  # cut short before trainer_state.json
+    record = {"config": FinetuneConfig(str(mlm_dir), max_steps=5, **FAST).to_dict()}
+    (run_dir / FINETUNE_FILE).write_text(json.dumps(record))
+    result = _cli(str(corpus), "--resume", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: {tmp_path / 'out'}: nothing to resume (no complete checkpoint in {run_dir}); "
+        "start again with --overwrite"
+    ]
+
+
+@pytest.mark.parametrize("eval_fraction", ["0", "0.2"])  # found while training / measuring
+def test_bad_input_found_mid_run_leaves_nothing(mlm_dir: Path, tmp_path: Path, eval_fraction: str):
+    corpus = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"body": line}) for line in (CORPUS_LINES * 4)[:20]]
+    corpus.write_text("\n".join([*lines, '{"body": "cut short'] * 2) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    result = _cli(str(corpus), "--model", str(mlm_dir), "--out", str(out), "--text-field", "body",
+                  "--max-steps", "30", "--device", "cpu", "--eval-fraction", eval_fraction, "-q")  # fmt: skip
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ") and ":21" in line, line
+    assert not out.exists()
+
+
+def test_resume_refuses_another_corpus_and_new_options(mlm_dir: Path, corpus: Path, tmp_path: Path):
+    from roberta_static.checkpoint import corpus_identity
+    from roberta_static.corpus import Position
+
+    out = tmp_path / "out"
+    (out / ".finetune").mkdir(parents=True)
+    record = {
+        "config": FinetuneConfig(str(mlm_dir), max_steps=5, **FAST).to_dict(),
+        "corpus": corpus_identity([corpus], Position(1, 0, 1, 0)),
+    }
+    (out / ".finetune" / FINETUNE_FILE).write_text(json.dumps(record))
+    other = tmp_path / "other.txt"
+    other.write_text("Another domain altogether.\n", encoding="utf-8")
+    result = _cli(str(other), "--resume", str(out))
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: {out}: cannot resume over another corpus: {other} is not {corpus} (the run "
+        f"trains on {corpus})"
+    ]
+    renamed = tmp_path / "renamed.txt"
+    shutil.copy(corpus, renamed)
+    result = _cli(str(renamed), "--resume", str(out))  # the same text passes, to the checkpoints
+    assert "nothing to resume" in result.output
+    result = _cli(str(corpus), "--resume", str(out), "--max-steps", "40", "--seed", "1")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        f"error: --max-steps, --seed with --resume: a resumed run keeps the options it started "
+        f"with (in {out / '.finetune' / FINETUNE_FILE}); leave them out"
+    ]
 
 
 def _finetune_cli(*args: object) -> list[str]:
@@ -169,7 +240,7 @@ def test_ctrl_c_saves_and_the_resumed_cli_run_ends_with_the_same_weights(
     os.kill(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
-    assert stderr.startswith("stopping after the current batch"), stderr
+    assert stderr.startswith("stopping... (Ctrl-C again to quit now)"), stderr
     assert f"continue with --resume {out}" in stderr
     # Only the stop saves: checkpoints are due every 500 steps.
     (saved,) = (out / ".finetune").glob("checkpoint-*")
@@ -190,6 +261,25 @@ def test_ctrl_c_saves_and_the_resumed_cli_run_ends_with_the_same_weights(
         torch.testing.assert_close(found[name], tensor, rtol=0, atol=1e-6, msg=name)
 
 
+def test_ctrl_c_before_training_ends_at_once_leaving_nothing(
+    mlm_dir: Path, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A stop while the first perplexity is measured: one line, status 130, nothing saved."""
+    from roberta_static.training import Training
+
+    def interrupted(self: Training, trainer: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # the CLI's handler runs here, in the main thread
+        raise AssertionError("the stop should have ended the run")
+
+    monkeypatch.setattr(Training, "_held_out_loss", interrupted)
+    out = tmp_path / "out"
+    result = _cli(str(corpus), "--model", str(mlm_dir), "--out", str(out), "--max-steps", "2", "-q")
+    assert result.exit_code == 130, result.output
+    # The handler's "stopping..." goes to file descriptor 2, past CliRunner.
+    assert result.output.splitlines() == ["stopped before training began; nothing was saved"]
+    assert not out.exists()
+
+
 def test_headless_model_refused_then_given_a_new_tied_head(
     roberta_dir: Path, corpus: Path, tmp_path: Path
 ):
@@ -201,6 +291,10 @@ def test_headless_model_refused_then_given_a_new_tied_head(
     head = json.loads((out / FINETUNE_FILE).read_text())["mlm_head"]
     assert head["new"] is True and head["tied_to_input_embeddings"] is True
     assert head["initialized_weights"]
+    result = _cli(str(corpus), "--model", str(roberta_dir), "--out", str(tmp_path / "cli"),
+                  "--init-mlm-head", "--max-steps", "1", "--device", "cpu", "--eval-fraction", "0.2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "(before: of the new head's random weights)" in result.output
 
 
 @pytest.mark.parametrize("whole_words", [True, False])
@@ -276,10 +370,32 @@ def test_whole_word_masks_match_transformers_5(model_dir: Path, tmp_path: Path):
         assert torch.equal(found[key], expected[key]), key
 
 
-@pytest.mark.parametrize("fraction", [-0.1, 0.5, 2.0])
+@pytest.mark.parametrize("fraction", [-0.1, 0.51, 2.0])
 def test_eval_fraction_out_of_range(fraction: float):
     with pytest.raises(ConfigError, match="eval_fraction"):
         FinetuneConfig("m", eval_fraction=fraction)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "accepted"),
+    [("--epochs", "0", False), ("--learning-rate", "0", False), ("--mlm-probability", "0", False),
+     ("--mlm-probability", "1", True), ("--eval-fraction", "0.5", True), ("--warmup-ratio", "1", True)],
+)  # fmt: skip
+def test_cli_ranges_are_the_library_ranges(option: str, value: str, accepted: bool):
+    """A boundary the library refuses is a usage error (status 2), as --help shows it."""
+    result = _cli("corpus.txt", "--model", "m", "--out", "out", option, value, "--quiet",
+                  "--resume", "nowhere")  # fmt: skip
+    if accepted:  # past Typer: the --resume check comes next
+        assert result.exit_code == 1, result.output
+        assert option in result.output and "with --resume" in result.output
+        FinetuneConfig("m", **{option[2:].replace("-", "_"): float(value)})
+    else:
+        assert result.exit_code == 2 and f"{value} is not > 0" in result.output, result.output
+
+
+def test_help_describes_finetune_s_own_device_option():
+    text = " ".join(_cli("--help").output.split())
+    assert "one encoder on each" not in text and "one device" in text
 
 
 def test_batch_tokens_gives_the_blocks_a_budget_holds():
