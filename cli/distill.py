@@ -143,7 +143,8 @@ def distill_command(
             check_readable(list_corpus_files(corpus))
         ray_only = [flag(name) for name in ("ray_address", "encoders") if _typed(ctx, name)]
         if ray_only and config.engine != "ray":
-            raise ConfigError(f"{' and '.join(ray_only)} apply only with --engine ray")
+            verb = "apply" if len(ray_only) > 1 else "applies"
+            raise ConfigError(f"{' and '.join(ray_only)} {verb} only with --engine ray")
         if not config.model.startswith(SPACY_PREFIX):
             resolve_model_name(config.model)
         # torch, transformers and spaCy load only once the options and paths have passed.

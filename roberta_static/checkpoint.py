@@ -270,6 +270,20 @@ class Checkpointing:
             raise StopNow
 
     @contextmanager
+    def uninterrupted(self) -> Iterator[None]:
+        """While work must not be cut short (a Ray cluster starting): a stop waits for its end.
+
+        A stop that would have ended the run at once still does, as soon as the work is done.
+        """
+        could_stop_now, self.nothing_to_lose = self.nothing_to_lose, False
+        try:
+            yield
+        finally:
+            self.nothing_to_lose = could_stop_now
+        if could_stop_now and self.stop.is_set():
+            raise StopNow
+
+    @contextmanager
     def computing(self) -> Iterator[None]:
         """While the encoder computes a batch that is not yet added: a stop may cut it short."""
         self.nothing_to_lose = True

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -339,7 +339,7 @@ def run_ray(
     dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
     merged = _Merged(len(vocab), dim, resume_from)
     started = time.perf_counter()
-    with _cluster(ray, config.ray_address):
+    with _cluster(ray, config.ray_address, checkpointing):
         pass_ = RayPass(ray, encoder, model, tokenizer, corpus, vocab, config, report)
         if resume_from is not None:
             shard_states = load_shards(resume_from)
@@ -358,18 +358,21 @@ def run_ray(
 
 
 @contextmanager
-def _cluster(ray: Any, address: str | None) -> Iterator[None]:
+def _cluster(ray: Any, address: str | None, checkpointing: Checkpointing | None) -> Iterator[None]:
     """Ray as this process is connected to it, or joined (or started) for the run."""
     if ray.is_initialized():
         yield
         return
+    # Ray's start-up cut short by a stop leaves its agent processes running: a stop waits for it.
+    starting = checkpointing.uninterrupted() if checkpointing is not None else nullcontext()
     try:
-        ray.init(address=address, logging_level=logging.WARNING, include_dashboard=False)
+        with starting:
+            ray.init(address=address, logging_level=logging.WARNING, include_dashboard=False)
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = address or "a new local cluster"
         raise ConfigError(f"cannot start Ray at {where}: {error}", field="ray_address") from None
     except BaseException:
-        ray.shutdown()  # a stop while the cluster starts: leave none of its processes behind
+        ray.shutdown()  # stopped once started, or a second Ctrl-C: leave no Ray process behind
         raise
     try:
         yield

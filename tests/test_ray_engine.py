@@ -217,3 +217,28 @@ def test_a_cluster_address_nothing_answers_on_is_refused_before_the_model_loads(
     config = DistillConfig(model="no-such-model", engine="ray", ray_address="127.0.0.1:1")
     with pytest.raises(ConfigError, match=r"ray_address: nothing answers at 127\.0\.0\.1:1"):
         distill(texts=["a cat"], vocab=["cat"], config=config)
+
+
+def test_a_stop_while_the_cluster_starts_waits_for_it_then_shuts_it_down(tmp_path):
+    # Cut short, Ray's start-up leaves its agent processes running with no one to stop them.
+    from roberta_static.checkpoint import StopNow
+    from roberta_static.ray_engine import _cluster
+
+    checkpointing = Checkpointing(tmp_path)
+    calls = []
+
+    class StartingRay:
+        def is_initialized(self):
+            return False
+
+        def init(self, **options):
+            calls.append("starting")
+            checkpointing.request_stop()  # what the Ctrl-C handler calls
+            calls.append("started")
+
+        def shutdown(self):
+            calls.append("shut down")
+
+    with pytest.raises(StopNow), _cluster(StartingRay(), None, checkpointing):
+        calls.append("the pass ran")
+    assert calls == ["starting", "started", "shut down"]
