@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .accumulate import output_dim
-from .checkpoint import Checkpoint, Checkpointing
+from .checkpoint import Checkpoint, Checkpointing, StopNow
 from .config import DistillConfig
 from .corpus import Corpus
 from .encoder import Encoder
@@ -178,6 +178,8 @@ class RayPass:
                         checkpointing.nothing_to_lose = False
                 self._report(progress, merged)
                 stopping = stop is not None and stop.is_set()
+                if stopping and checkpointing is not None and checkpointing.nothing_to_lose:
+                    raise StopNow  # asked to stop before the first merge: nothing to save
                 due = every_seconds and time.monotonic() - saved_at >= every_seconds
                 # Before the first merge there is nothing to save (a stop then ends the run
                 # at once, with nothing written).

@@ -137,9 +137,10 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
     config = config.replace(max_contexts=0)
     serial = serial_run(0)
     stop = threading.Event()
+    checkpointing = Checkpointing(tmp_path, 0, stop)
 
-    def stop_once_encoding(report):
-        if getattr(report, "tokens", 0):
+    def stop_once_a_shard_is_merged(report):
+        if not checkpointing.nothing_to_lose:
             stop.set()
 
     with pytest.raises(Interrupted, match="resume with"):
@@ -147,8 +148,8 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
             corpus_folder,
             vocab_file,
             config.replace(engine="ray", encoders=2),
-            progress=stop_once_encoding,
-            checkpointing=Checkpointing(tmp_path, 0, stop),
+            progress=stop_once_a_shard_is_merged,
+            checkpointing=checkpointing,
         )
     saved = load_checkpoint(tmp_path)
     assert saved.shards is not None and not all(s["done"] for s in saved.shards)
@@ -242,3 +243,20 @@ def test_a_stop_while_the_cluster_starts_waits_for_it_then_shuts_it_down(tmp_pat
     with pytest.raises(StopNow), _cluster(StartingRay(), None, checkpointing):
         calls.append("the pass ran")
     assert calls == ["starting", "started", "shut down"]
+
+
+def test_a_stop_before_the_first_merge_ends_at_once_and_saves_nothing(
+    corpus_folder, vocab_file, config, tmp_path
+):
+    from roberta_static.checkpoint import StopNow
+
+    stop = threading.Event()
+    stop.set()  # before any shard is merged
+    with pytest.raises(StopNow):
+        distill(
+            corpus_folder,
+            vocab_file,
+            config.replace(engine="ray", encoders=1, max_contexts=0),
+            checkpointing=Checkpointing(tmp_path / "out", 0, stop),
+        )
+    assert not (tmp_path / "out").exists()
