@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -120,3 +123,41 @@ class CommandGroup(_FlagHelp, TyperGroup):
         """Find the command, parse its options and run it."""
         with one_line_usage_errors():
             return super().invoke(ctx)
+
+
+class Stoppable(Protocol):
+    """What a long run gives :func:`stop_on_signals`: distill's and finetune's stop objects."""
+
+    def request_stop(self) -> None: ...
+
+
+@contextmanager
+def stop_on_signals(checkpointing: Stoppable) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: say so at once, stop at the next point a checkpoint can keep, exit 130.
+
+    A second signal ends the process at once. The previous handlers come back afterwards.
+    """
+
+    def handler(signum: int, frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        # os.write, not print: the main thread may be inside a print when the signal arrives.
+        os.write(2, b"stopping... (Ctrl-C again to quit now)\n")
+        checkpointing.request_stop()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, earlier in previous.items():
+            signal.signal(signum, earlier)
+
+
+def typed_by_user(ctx: typer.Context, name: str) -> bool:
+    """Whether the user gave this option (rather than Typer filling in its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")

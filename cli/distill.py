@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -24,7 +19,16 @@ from roberta_static.errors import (
 from roberta_static.model_source import SPACY_PREFIX, resolve_model_name
 from roberta_static.vectors import vectors_folder_entries
 
-from ._util import Arg, Flag, Opt, check_not_flag_values, flag, one_line_errors
+from ._util import (
+    Arg,
+    Flag,
+    Opt,
+    check_not_flag_values,
+    flag,
+    one_line_errors,
+    stop_on_signals,
+    typed_by_user,
+)
 from .options import (
     ALLOW_PICKLE,
     BATCH_TOKENS,
@@ -132,7 +136,7 @@ def distill_command(
                     f"--out with --resume: a resumed run writes into its own folder, {resume}; "
                     "leave --out out"
                 )
-            typed = {name: value for name, value in options.items() if _typed(ctx, name)}
+            typed = {name: value for name, value in options.items() if typed_by_user(ctx, name)}
             out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
             check_output_dir(out, True, OUTPUT_KINDS)
         else:
@@ -141,7 +145,7 @@ def distill_command(
             config, saved = given, None
             _check_fresh_output(out, overwrite)
             check_readable(list_corpus_files(corpus))
-        ray_only = [flag(name) for name in ("ray_address", "encoders") if _typed(ctx, name)]
+        ray_only = [flag(name) for name in ("ray_address", "encoders") if typed_by_user(ctx, name)]
         if ray_only and config.engine != "ray":
             verb = "apply" if len(ray_only) > 1 else "applies"
             raise ConfigError(f"{' and '.join(ray_only)} {verb} only with --engine ray")
@@ -154,7 +158,7 @@ def distill_command(
 
         checkpointing = Checkpointing(out, checkpoint_every)
         quiet_transformers()
-        with _stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
+        with stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
             try:
                 vectors = distill(
                     corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
@@ -177,12 +181,6 @@ def distill_command(
         _warn(vectors.meta["stats"])
         if not quiet:
             _summarise(vectors.meta["stats"], out)
-
-
-def _typed(ctx: typer.Context, name: str) -> bool:
-    """Whether the user gave this option (rather than Typer filling in its default)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
 def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -> tuple:
@@ -234,32 +232,6 @@ def _stopped_before_any_batch(out: Path, resumed: bool) -> str:
             f"resume with: roberta-static distill --resume {out}"
         )
     return "stopped before any batch was encoded; nothing was saved"
-
-
-@contextmanager
-def _stop_on_signals(checkpointing: Checkpointing) -> Iterator[None]:
-    """Ctrl-C or SIGTERM: say so at once, stop at the next point a checkpoint can keep, exit 130.
-
-    A second signal ends the process at once. The previous handlers come back afterwards.
-    """
-
-    def handler(signum: int, frame: object) -> None:
-        signal.signal(signum, signal.SIG_DFL)
-        # os.write, not print: the main thread may be inside a print when the signal arrives.
-        os.write(2, b"stopping... (Ctrl-C again to quit now)\n")
-        checkpointing.request_stop()
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    for signum in previous:
-        signal.signal(signum, handler)
-    try:
-        yield
-    finally:
-        for signum, earlier in previous.items():
-            signal.signal(signum, earlier)
 
 
 def _summarise(stats: dict, out: Path) -> None:

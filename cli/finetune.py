@@ -18,8 +18,7 @@ from roberta_static.finetune import (
     StopRequest,
 )
 
-from ._util import Flag, Opt, flag, one_line_errors
-from .distill import _stop_on_signals, _typed
+from ._util import Flag, Opt, flag, one_line_errors, stop_on_signals, typed_by_user
 from .options import (
     ALLOW_PICKLE,
     CORPUS,
@@ -96,7 +95,7 @@ def finetune_command(
 
         stop = StopRequest()
         quiet_transformers()
-        with _stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
+        with stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
             try:
                 finetune(
                     corpus, out, config, overwrite=overwrite, resume=resume is not None,
@@ -115,7 +114,7 @@ def _check_no_new_options(ctx: typer.Context, resume: Path, out: Path | None) ->
     given = [
         flag(name)
         for name in ctx.params
-        if name not in ("corpus", "resume", "quiet", "out") and _typed(ctx, name)
+        if name not in ("corpus", "resume", "quiet", "out") and typed_by_user(ctx, name)
     ]
     if given == ["--overwrite"]:
         raise ConfigError("--resume continues a run and --overwrite replaces it: pass one")
