@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 import pytest
+import spacy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spacy.pipeline import Sentencizer
 
 from roberta_static.corpus import split_long
 from roberta_static.errors import ConfigError
-from roberta_static.segment import load_segmenter, segment
+from roberta_static.segment import (
+    TOKENIZER_CACHE_CHUNKS,
+    BatchSentencizer,
+    load_segmenter,
+    segment,
+)
 
 
 def test_long_units_are_cut_at_spaces_and_keep_every_character():
@@ -49,3 +56,36 @@ def test_any_text_segments_into_sentences_that_hold_their_tokens(texts):
             assert text[sent.start_char : sent.end_char] == sent.text
             for token in sent:
                 assert sent.start_char <= token.idx <= token.idx + len(token) <= sent.end_char
+
+
+SPACY_NLP = spacy.blank("en")
+SPACY_NLP.add_pipe("sentencizer")
+_TEXT = st.lists(
+    st.sampled_from(
+        ["Word", "a", ".", "!", "?", "...", "。", '"', ")", " ", "  ", "\n", "?!", "é"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT, max_size=6), st.sampled_from([None, [";", "."]]), st.booleans())
+def test_the_batch_sentencizer_sets_the_boundaries_of_spacy_s(texts, punct_chars, preset):
+    ours, theirs = BatchSentencizer(punct_chars=punct_chars), Sentencizer(punct_chars=punct_chars)
+    ours_docs = [NLP.make_doc(text) for text in texts]
+    their_docs = [SPACY_NLP.make_doc(text) for text in texts]
+    if preset:  # a start set before is kept, as spaCy's does with overwrite=False
+        for doc in ours_docs + their_docs:
+            if len(doc) > 1:
+                doc[1].is_sent_start = False
+    pairs = zip(ours.pipe(ours_docs, batch_size=4), theirs.pipe(their_docs), strict=True)
+    for ours_doc, their_doc in pairs:
+        assert [t.is_sent_start for t in ours_doc] == [t.is_sent_start for t in their_doc]
+    assert [t.is_sent_start for t in ours(NLP.make_doc("One. Two"))] == [True, False, True]
+
+
+def test_the_default_segmenter_uses_the_batch_sentencizer_and_a_large_tokenizer_cache():
+    nlp = load_segmenter("en")
+    assert isinstance(nlp.get_pipe("sentencizer"), BatchSentencizer)
+    if hasattr(nlp.tokenizer, "max_cache_size"):  # spaCy 3.8; 3.7's cache has no bound
+        assert nlp.tokenizer.max_cache_size == TOKENIZER_CACHE_CHUNKS >= 1_000_000
