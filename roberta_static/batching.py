@@ -11,8 +11,9 @@ window where it sits most centrally.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -107,17 +108,54 @@ class SubwordEncoder:
         encodings = self._tokenizer.encode_batch(
             [self._lead + s.text for s in sentences], add_special_tokens=False
         )
+        token_ids = [encoding.ids for encoding in encodings]
+        lengths = _lengths(token_ids)
+        ids = _flat(token_ids, int(lengths.sum()))
+        occurrences, sentence_of = self._locate(encodings, sentences, lengths)
+        has_subwords = occurrences[:, 1] > occurrences[:, 0]
+        self.stats.sentences_encoded += len(sentences)
+        self.stats.occurrences_without_subwords += int((~has_subwords).sum())
+        occurrences = occurrences[has_subwords]
+        counts = np.bincount(sentence_of[has_subwords], minlength=len(sentences))
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        # In a sentence that fits one window, tokens move right by the prefix's length.
+        shifted = occurrences.copy()
+        shifted[:, :2] += len(self.prefix)
+        token_bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
         inputs: list[EncoderInput] = []
-        for sentence, encoding in zip(sentences, encodings, strict=True):
-            self.stats.sentences_encoded += 1
-            ids = np.asarray(encoding.ids, dtype=np.int64)
-            spans = np.asarray(sentence.spans, dtype=np.int64).reshape(-1, 3)
-            offsets = np.asarray(encoding.offsets).reshape(-1, 2) - len(self._lead)
-            occurrences = locate_subwords(offsets, spans)
-            has_subwords = occurrences[:, 1] > occurrences[:, 0]
-            self.stats.occurrences_without_subwords += int((~has_subwords).sum())
-            inputs.extend(self._windows(ids, occurrences[has_subwords]))
+        for index in range(len(sentences)):
+            start, end = token_bounds[index], token_bounds[index + 1]
+            first, last = bounds[index], bounds[index + 1]
+            if end - start > self.window:
+                inputs.extend(self._windows(ids[start:end], occurrences[first:last]))
+            elif last > first:
+                self.stats.windows += 1
+                window_ids = np.concatenate([self.prefix, ids[start:end], self.suffix])
+                inputs.append(EncoderInput(window_ids, shifted[first:last]))
         return inputs
+
+    def _locate(
+        self, encodings: list, sentences: Sequence[MatchedSentence], lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every sentence's occurrences as token ranges within it, and each one's sentence.
+
+        The sentences' tokens and spans are laid end to end, so that the whole chunk takes a few
+        array operations rather than a dozen per sentence.
+        """
+        token_starts = np.cumsum(lengths) - lengths
+        offsets = _flat((e.offsets for e in encodings), 2 * int(lengths.sum()), nested=True)
+        span_counts = _lengths([s.spans for s in sentences])
+        spans = _flat((s.spans for s in sentences), 3 * int(span_counts.sum()), nested=True)
+        offsets, spans = offsets.reshape(-1, 2), spans.reshape(-1, 3)
+        # A gap of 4 characters keeps sentences apart: offsets run from -len(lead) to len(text).
+        widths = np.fromiter((len(s.text) + 4 for s in sentences), np.int64, len(sentences))
+        char_starts = np.cumsum(widths) - widths
+        offsets += np.repeat(char_starts, lengths)[:, None] - len(self._lead)
+        sentence_of = np.repeat(np.arange(len(sentences)), span_counts)
+        spans[:, :2] += char_starts[sentence_of, None]
+        occurrences = locate_subwords(offsets, spans, (token_starts + lengths - 1)[lengths > 0])
+        occurrences[:, :2] -= token_starts[sentence_of, None]
+        return occurrences, sentence_of
 
     def _windows(self, ids: np.ndarray, occurrences: np.ndarray) -> Iterator[EncoderInput]:
         starts = window_starts(len(ids), self.window)
@@ -137,6 +175,18 @@ class SubwordEncoder:
             rebased = mine.copy()
             rebased[:, :2] += shift
             yield EncoderInput(window_ids, rebased)
+
+
+def _lengths(lists: Sequence[Sequence]) -> np.ndarray:
+    return np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+
+
+def _flat(lists: Iterable, count: int, nested: bool = False) -> np.ndarray:
+    """Lists (of numbers, or with ``nested`` of tuples of numbers) as one flat int64 array."""
+    values = itertools.chain.from_iterable(lists)
+    if nested:
+        values = itertools.chain.from_iterable(values)
+    return np.fromiter(values, dtype=np.int64, count=count)
 
 
 def _plain_copy(backend: Tokenizer) -> Tokenizer:
@@ -164,26 +214,34 @@ def _special_tokens(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     return ids[: content[0]], ids[content[-1] + 1 :]
 
 
-def locate_subwords(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
+def locate_subwords(
+    offsets: np.ndarray, spans: np.ndarray, last_tokens: np.ndarray | None = None
+) -> np.ndarray:
     """Token range of each character span: the tokens whose offsets overlap it.
 
     A zero-width token (a byte-level space marker that BPE split off) belongs to the token after it.
 
     Args:
-        offsets: ``[n, 2]`` character offsets of the tokens, in order.
-        spans: ``[k, 3]`` rows of ``(start_char, end_char, entry_id)``.
+        offsets: ``[n, 2]`` character offsets of the tokens, in order: of one sentence, or of
+            several laid end to end with character ranges that do not overlap.
+        spans: ``[k, 3]`` rows of ``(start_char, end_char, entry_id)``, on the same characters.
+        last_tokens: The index of each sentence's last token (default: one sentence); a
+            zero-width token there has no token after it to belong to.
 
     Returns:
         ``[k, 3]`` rows of ``(first_token, end_token, entry_id)``; ``first == end`` when no token
         overlaps the span.
 
     """
-    starts = offsets[:, 0].copy()
-    ends = offsets[:, 1].copy()
+    n = len(offsets)
+    starts, ends = offsets[:, 0], offsets[:, 1]
     zero_width = ends <= starts
-    for i in np.flatnonzero(zero_width)[::-1]:
-        if i + 1 < len(starts):
-            starts[i] = starts[i + 1]
+    anchors = ~zero_width
+    anchors[np.arange(n)[-1:] if last_tokens is None else last_tokens] = True
+    # Each token takes the start of the first anchor at or after it (an anchor, its own start).
+    anchor_at = np.where(anchors, np.arange(n), n)
+    next_anchor = np.minimum.accumulate(anchor_at[::-1])[::-1]
+    starts = starts[next_anchor]
     ends = np.maximum(ends, starts + zero_width)
     first = np.searchsorted(ends, spans[:, 0], side="right")
     end = np.searchsorted(starts, spans[:, 1], side="left")

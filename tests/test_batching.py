@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 from roberta_static.batching import (
@@ -82,3 +84,42 @@ def test_batches_keep_padding_under_the_bound():
     # Without the bound, the budget alone decides: one batch padded to the longest input.
     (single,) = make_batches(inputs, batch_tokens=10_000, pad_id=-1, max_padding=1.0)
     assert single.input_ids.shape == (10, 100)
+
+
+def test_a_zero_width_last_token_stays_in_its_own_sentence():
+    # Two sentences laid end to end; the first ends with a zero-width marker.
+    offsets = np.array([(0, 3), (4, 4), (10, 13), (14, 16)])
+    spans = np.array([(4, 5, 0), (10, 13, 1)])
+    located = locate_subwords(offsets, spans, last_tokens=np.array([1, 3]))
+    assert located.tolist() == [[1, 2, 0], [2, 3, 1]]
+    # As one sentence, the marker belongs to the word after it instead.
+    assert locate_subwords(offsets, spans).tolist() == [[1, 1, 0], [1, 3, 1]]
+
+
+_PIECES = ["cat", "Paris", "zebra", " ", "  ", "\n", ".", "é", "🙂", "a", "the", "-", "\u200b"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_a_chunk_encodes_as_its_sentences_would_one_by_one(model_dir, data):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    max_length = data.draw(st.sampled_from([8, 12, 64]))  # small: long sentences get windows
+    sentences = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        text = "".join(data.draw(st.lists(st.sampled_from(_PIECES), max_size=25)))
+        bounds = st.integers(0, len(text))
+        spans = sorted(
+            (min(a, b), max(a, b), entry)
+            for a, b, entry in data.draw(st.lists(st.tuples(bounds, bounds, st.integers(0, 3))))
+        )
+        sentences.append(MatchedSentence(text, spans))
+    together = SubwordEncoder(tokenizer.backend_tokenizer, max_length, tokenizer.pad_token_id)
+    alone = SubwordEncoder(tokenizer.backend_tokenizer, max_length, tokenizer.pad_token_id)
+    expected = [item for sentence in sentences for item in alone.encode([sentence])]
+    inputs = together.encode(sentences)
+    assert [(i.ids.tolist(), i.occurrences.tolist()) for i in inputs] == [
+        (i.ids.tolist(), i.occurrences.tolist()) for i in expected
+    ]
+    assert together.stats == alone.stats
