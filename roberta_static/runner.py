@@ -105,7 +105,7 @@ class Producer:
         for doc, mark in segment(self.nlp, marks.units(state.position, stop)):
             position = mark.position
             marks.count_up_to(mark)
-            for sentence in self.matcher(doc):
+            for sentence in self.matcher(doc, mark.text):
                 stats.sentences += 1
                 kept = take_contexts(sentence.spans, remaining)
                 if kept:
@@ -332,8 +332,9 @@ def accumulate(
 
 @dataclass(frozen=True)
 class _Mark:
-    """A unit's resume position, and the corpus counters up to and including that unit."""
+    """A unit's text and resume position, and the corpus counters up to and including it."""
 
+    text: str
     position: Position
     text_units: int
     bad_bytes: int
@@ -354,7 +355,7 @@ class _Marks:
     def units(self, start: Position, stop: Position | None) -> Iterator[tuple[str, _Mark]]:
         for number, (text, position) in enumerate(self.corpus.units(start, stop), start=1):
             counts = (number, self.corpus.bad_bytes, len(self.corpus.binary_files))
-            yield text, _Mark(position, *counts)
+            yield text, _Mark(text, position, *counts)
 
     def count_up_to(self, mark: _Mark) -> None:
         self._count(mark.text_units, mark.bad_bytes, mark.binary_files)

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+from spacy.attrs import IDX, LENGTH, SENT_START
 from spacy.language import Language
 from spacy.matcher import PhraseMatcher
 from spacy.tokens import Doc
@@ -167,18 +169,27 @@ class VocabMatcher:
             self._matcher.add(key, _patterns(nlp, entry))
             self._entry_of_key[nlp.vocab.strings[key]] = entry_id
 
-    def __call__(self, doc: Doc) -> Iterator[MatchedSentence]:
-        """Yield every sentence of ``doc`` with the occurrences inside it."""
-        sentences = list(doc.sents)
-        starts = [s.start for s in sentences]
-        found: list[list[tuple[int, int, int]]] = [[] for _ in sentences]
+    def __call__(self, doc: Doc, text: str | None = None) -> Iterator[MatchedSentence]:
+        """Yield every sentence of ``doc`` with the occurrences inside it.
+
+        ``text``: the Doc's text, where the caller has it (``Doc.text`` joins it token by token).
+        """
+        if not len(doc):
+            return
+        # Token attributes as one array: Span and Token objects cost more than the matching.
+        columns = doc.to_array([IDX, LENGTH, SENT_START])
+        token_starts = columns[:, 0].tolist()
+        token_ends = (columns[:, 0] + columns[:, 1]).tolist()
+        columns[0, 2] = 1
+        first_tokens = np.flatnonzero(columns[:, 2] == 1).tolist()
+        end_tokens = first_tokens[1:] + [len(doc)]
+        found: list[list[tuple[int, int, int]]] = [[] for _ in first_tokens]
         for key, start, end in self._matcher(doc):
-            index = bisect_right(starts, start) - 1
-            sent = sentences[index]
-            if end > sent.end:
-                continue
-            char_start = doc[start].idx - sent.start_char
-            char_end = doc[end - 1].idx + len(doc[end - 1]) - sent.start_char
-            found[index].append((char_start, char_end, self._entry_of_key[key]))
-        for sent, spans in zip(sentences, found, strict=True):
-            yield MatchedSentence(sent.text, sorted(spans))
+            sentence = bisect_right(first_tokens, start) - 1
+            if end <= end_tokens[sentence]:
+                offset = token_starts[first_tokens[sentence]]
+                span = (token_starts[start] - offset, token_ends[end - 1] - offset)
+                found[sentence].append((*span, self._entry_of_key[key]))
+        text = doc.text if text is None else text
+        for first, end, spans in zip(first_tokens, end_tokens, found, strict=True):
+            yield MatchedSentence(text[token_starts[first] : token_ends[end - 1]], sorted(spans))

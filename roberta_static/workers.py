@@ -433,9 +433,9 @@ def worker_failure(error: Exception) -> CorpusError:
 def count_occurrences(producer: Producer, shard: Shard, entries: int) -> np.ndarray:
     """Occurrences of each of the ``entries`` in ``shard`` (matching only: no tokenizing)."""
     counts = np.zeros(entries, dtype=np.int64)
-    units = ((text, None) for text, _ in producer.corpus.units(shard.start, shard.stop))
-    for doc, _ in segment(producer.nlp, units):
-        for sentence in producer.matcher(doc):
+    units = ((text, text) for text, _ in producer.corpus.units(shard.start, shard.stop))
+    for doc, text in segment(producer.nlp, units):
+        for sentence in producer.matcher(doc, text):
             for span in sentence.spans:
                 counts[span[2]] += 1
     return counts

@@ -94,18 +94,47 @@ def test_entries_tokenized_differently_alone_still_match():
 NLP = load_segmenter("en")
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=200), st.data())
+def spans_from_tokens(doc, matcher, vocab):
+    """Each sentence's occurrences read off Span and Token objects: what the matcher computes."""
+    entry_of = {NLP.vocab.strings[f"entry:{i}"]: i for i in range(len(vocab))}
+    found = []
+    for sent in doc.sents:
+        spans = [
+            (
+                doc[start].idx - sent.start_char,
+                doc[end - 1].idx + len(doc[end - 1]) - sent.start_char,
+                entry_of[key],
+            )
+            for key, start, end in matcher._matcher(doc)
+            if sent.start <= start and end <= sent.end
+        ]
+        found.append(sorted(spans))
+    return found
+
+
+_SENTENCES = st.lists(
+    st.sampled_from(["Cat", "cat", "new", "York", ".", "!", " ", "  ", "\n", "U.S.", "'s", "é"]),
+    max_size=40,
+).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), _SENTENCES), st.data())
 def test_matches_in_any_text_lie_inside_their_sentence(text, data):
     words = text.split()
-    picked = data.draw(st.lists(st.sampled_from(words), max_size=4)) if words else []
+    # Runs of words too: a phrase may cross a sentence boundary, and then is no occurrence.
+    runs = [" ".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words))]
+    picked = data.draw(st.lists(st.sampled_from(runs), max_size=4)) if words else []
     extra = data.draw(st.lists(st.text(min_size=1, max_size=8), max_size=2))
     vocab = Vocabulary.from_entries(picked + extra, data.draw(st.sampled_from(["lower", "keep"])))
     if not vocab.entries:
         return
     ((doc, _),) = segment(NLP, [(text, None)])
-    sentences = list(VocabMatcher(NLP, vocab)(doc))
+    matcher = VocabMatcher(NLP, vocab)
+    sentences = list(matcher(doc))
     assert [s.text for s in sentences] == [s.text for s in doc.sents]
+    assert [(s.text, s.spans) for s in matcher(doc, text)] == [(s.text, s.spans) for s in sentences]
+    assert [s.spans for s in sentences] == spans_from_tokens(doc, matcher, vocab)
     for sentence in sentences:
         assert sentence.spans == sorted(sentence.spans)
         for start, end, entry_id in sentence.spans:
