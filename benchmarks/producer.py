@@ -25,7 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# What distill sets in its worker processes (workers.py): one core each.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from throughput import corpus_lines, default_model, vocabulary_words  # noqa: E402
 
