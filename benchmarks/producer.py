@@ -106,6 +106,26 @@ def in_workers(files: list[str], words: list[str], model: str, workers: int) -> 
         return tokens, time.perf_counter() - start
 
 
+def new_chunk_shares(lines: list[str], parts: int = 10) -> list[float]:
+    """Per tenth of the text, the share of space-separated chunks not seen before it.
+
+    spaCy's tokenizer caches each distinct chunk, so this is the share it must split afresh (and
+    whose words are new to the vocabulary): it falls as a corpus grows.
+    """
+    chunks = [chunk for line in lines for chunk in line.split()]
+    seen: set[str] = set()
+    shares = []
+    for part in range(parts):
+        piece = chunks[part * len(chunks) // parts : (part + 1) * len(chunks) // parts]
+        new = 0
+        for chunk in piece:
+            if chunk not in seen:
+                seen.add(chunk)
+                new += 1
+        shares.append(new / max(1, len(piece)))
+    return shares
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2", help="worker counts to measure")
@@ -124,6 +144,8 @@ def main() -> None:
         corpus.write_text("\n".join(text * args.repeat) + "\n")
         files = [str(corpus)]
         print(f"corpus: {corpus.stat().st_size:,} bytes; cores: {os.cpu_count()}")
+        shares = " ".join(f"{100 * share:.1f}" for share in new_chunk_shares(text))
+        print(f"new chunks per tenth of one copy (%): {shares}")
         for max_contexts in (2000, 0):
             profile = args.profile and max_contexts == 0
             tokens, seconds = in_process(files, words, model, max_contexts, profile)
