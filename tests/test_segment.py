@@ -9,6 +9,7 @@ from spacy.pipeline import Sentencizer
 from roberta_static.corpus import split_long
 from roberta_static.errors import ConfigError
 from roberta_static.segment import (
+    LEXEME_ATTRS,
     TOKENIZER_CACHE_CHUNKS,
     BatchSentencizer,
     load_segmenter,
@@ -89,3 +90,18 @@ def test_the_default_segmenter_uses_the_batch_sentencizer_and_a_large_tokenizer_
     assert isinstance(nlp.get_pipe("sentencizer"), BatchSentencizer)
     if hasattr(nlp.tokenizer, "max_cache_size"):  # spaCy 3.8; 3.7's cache has no bound
         assert nlp.tokenizer.max_cache_size == TOKENIZER_CACHE_CHUNKS >= 1_000_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_TEXT, st.text(max_size=100)))
+def test_the_segmenter_s_words_carry_the_attributes_the_package_reads(text):
+    attributes = list(LEXEME_ATTRS)
+    ours, spacys = NLP.make_doc(text), SPACY_NLP.make_doc(text)
+    assert ours.to_array(attributes).tolist() == spacys.to_array(attributes).tolist()
+
+
+def test_only_a_blank_segmenter_skips_the_other_lexeme_attributes(tmp_path):
+    assert set(load_segmenter("en").vocab.lex_attr_getters) == set(LEXEME_ATTRS)
+    SPACY_NLP.to_disk(tmp_path / "pipeline")
+    loaded = load_segmenter("en", str(tmp_path / "pipeline"))
+    assert set(loaded.vocab.lex_attr_getters) > set(LEXEME_ATTRS)
