@@ -147,8 +147,10 @@ class SubwordEncoder:
         span_counts = _lengths([s.spans for s in sentences])
         spans = _flat((s.spans for s in sentences), 3 * int(span_counts.sum()), nested=True)
         offsets, spans = offsets.reshape(-1, 2), spans.reshape(-1, 3)
-        # A gap of 4 characters keeps sentences apart: offsets run from -len(lead) to len(text).
-        widths = np.fromiter((len(s.text) + 4 for s in sentences), np.int64, len(sentences))
+        # Gaps keep sentences apart: a sentence's offsets run from -len(lead) to len(text), and
+        # a zero-width token at its end reaches one character further.
+        gap = len(self._lead) + 2
+        widths = np.fromiter((len(s.text) + gap for s in sentences), np.int64, len(sentences))
         char_starts = np.cumsum(widths) - widths
         offsets += np.repeat(char_starts, lengths)[:, None] - len(self._lead)
         sentence_of = np.repeat(np.arange(len(sentences)), span_counts)

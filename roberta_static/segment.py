@@ -21,7 +21,9 @@ LEXEME_ATTRS = (LOWER, NORM, IS_PUNCT, IS_SPACE)
 """What this package reads of a word: matching (``LOWER``), sentencizer and vocabulary counts."""
 SENTENCIZER = "roberta_static_sentencizer"
 TOKENIZER_CACHE_CHUNKS = 1_000_000
-"""Distinct chunks the tokenizer remembers (about 170 bytes each); spaCy 3.7 has no bound."""
+"""Distinct chunks the tokenizer remembers: about 250 MB when full (benchmarks/tokenizer_cache.py).
+
+spaCy 3.7 has no bound."""
 
 
 def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language:
@@ -119,6 +121,8 @@ class BatchSentencizer(Sentencizer):
                 np.sort(np.array([get_string_id(c) for c in chars], np.uint64)),
             )
         final_orths = self._final_orths[1]
+        if not len(final_orths):
+            return np.zeros(len(orths), dtype=bool)
         found = np.searchsorted(final_orths, orths).clip(max=len(final_orths) - 1)
         return final_orths[found] == orths
 

@@ -181,7 +181,10 @@ class VocabMatcher:
         token_starts = columns[:, 0].tolist()
         token_ends = (columns[:, 0] + columns[:, 1]).tolist()
         columns[0, 2] = 1
-        first_tokens = np.flatnonzero(columns[:, 2] == 1).tolist()
+        if "sents" in doc.user_hooks:  # a component that defines sentences its own way
+            first_tokens = [sentence.start for sentence in doc.sents]
+        else:
+            first_tokens = np.flatnonzero(columns[:, 2] == 1).tolist()
         end_tokens = first_tokens[1:] + [len(doc)]
         found: list[list[tuple[int, int, int]]] = [[] for _ in first_tokens]
         for key, start, end in self._matcher(doc):

@@ -105,3 +105,11 @@ def test_only_a_blank_segmenter_skips_the_other_lexeme_attributes(tmp_path):
     SPACY_NLP.to_disk(tmp_path / "pipeline")
     loaded = load_segmenter("en", str(tmp_path / "pipeline"))
     assert set(loaded.vocab.lex_attr_getters) > set(LEXEME_ATTRS)
+
+
+def test_a_sentencizer_without_final_characters_keeps_each_doc_one_sentence():
+    ours, spacys = BatchSentencizer(), Sentencizer()
+    ours.punct_chars = spacys.punct_chars = set()  # the constructor would fall back to defaults
+    text = "a. b! c"
+    assert [s.text for s in ours(NLP.make_doc(text)).sents] == ["a. b! c"]
+    assert [s.text for s in spacys(SPACY_NLP.make_doc(text)).sents] == ["a. b! c"]

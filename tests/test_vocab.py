@@ -161,3 +161,15 @@ def test_every_occurrence_of_a_word_is_found_once(words, data):
         parts = entry.split()
         expected = sum(lowered[i : i + len(parts)] == parts for i in range(len(lowered)))
         assert sum(e == entry for _, e in found) == expected
+
+
+def test_sentences_from_a_components_hook_are_the_matchers_sentences():
+    doc = NLP("New York is big. I love york")
+    doc.user_hooks["sents"] = lambda d: (d[i : i + 2] for i in range(0, len(d), 2))
+    matcher = VocabMatcher(NLP, Vocabulary.from_entries(["new york", "york"]))
+    assert [(s.text, s.spans) for s in matcher(doc)] == [
+        ("New York", [(0, 8, 0), (4, 8, 1)]),
+        ("is big", []),
+        (". I", []),
+        ("love york", [(5, 9, 1)]),
+    ]
