@@ -51,7 +51,7 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
         except (ImportError, KeyError) as error:
             raise ConfigError(f"spaCy has no language {lang!r} ({error})", field="lang") from None
         # spaCy computes some twenty attributes, in Python, for every word it sees the first
-        # time: a third of the tokenizer's time on Wikipedia text.
+        # time (see the profile in benchmarks/THROUGHPUT.md).
         getters = nlp.vocab.lex_attr_getters
         nlp.vocab.lex_attr_getters = {a: getters[a] for a in LEXEME_ATTRS if a in getters}
     else:
@@ -65,7 +65,7 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
         nlp.add_pipe(SENTENCIZER, name="sentencizer")
     if hasattr(nlp.tokenizer, "max_cache_size"):
         # spaCy 3.8 caches only the first 10,000 distinct space-separated chunks; past them every
-        # chunk of a real corpus goes through the affix regexes again (7x slower on Wikipedia text).
+        # chunk of a real corpus goes through the affix regexes again.
         nlp.tokenizer.max_cache_size = TOKENIZER_CACHE_CHUNKS
     return nlp
 
@@ -75,7 +75,7 @@ class BatchSentencizer(Sentencizer):
 
     The same boundaries as :class:`spacy.pipeline.Sentencizer`: a sentence starts at a token that
     is neither punctuation nor one of ``punct_chars`` after such a sentence-final character.
-    spaCy's version walks Token objects: twice as long on the Wikipedia benchmark text.
+    spaCy's version walks Token objects (see the profile in benchmarks/THROUGHPUT.md).
     """
 
     def __call__(self, doc: Doc) -> Doc:
