@@ -79,6 +79,12 @@ def ridge(relative_alpha: float | None) -> Fill:
     return fill
 
 
+def toward_identity(x: np.ndarray, y: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The input plus a GCV ridge map of what context adds: the penalty shrinks toward the
+    identity instead of toward zero (both sides are the same model's layers; same width only)."""
+    return query + fit_map(x, y - x)(query)
+
+
 def blend(first: Fill, second: Fill, weight: float) -> Fill:
     """``weight`` of ``first``'s unit vectors plus the rest of ``second``'s."""
 
@@ -219,6 +225,11 @@ def report(
         "blend 0.5 mapped + 0.5 (5 nearest)": ("alone", blend(ridge(None), nearest_mean(5), 0.5)),
         "in carrier sentences, unmapped": ("in carrier sentences", plain),
         "ridge from carrier sentences, GCV": ("in carrier sentences", ridge(None)),
+        "ridge toward the identity (residual map, its own penalty)": ("alone", toward_identity),
+        "ridge toward the identity from carrier sentences": (
+            "in carrier sentences",
+            toward_identity,
+        ),
     }
     paths = {d: dataset_path(d)[1] for d in DATASETS}
     seen_kv = seen.to_keyed_vectors()
