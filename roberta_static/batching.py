@@ -110,22 +110,23 @@ class SubwordEncoder:
         )
         token_ids = [encoding.ids for encoding in encodings]
         lengths = _lengths(token_ids)
-        ids = _flat(token_ids, int(lengths.sum()))
-        occurrences, sentence_of = self._locate(encodings, sentences, lengths)
+        token_bounds = np.concatenate([[0], np.cumsum(lengths)])
+        ids = _flat(token_ids, int(token_bounds[-1]))
+        occurrences, sentence_of = self._locate(encodings, sentences, token_bounds)
         has_subwords = occurrences[:, 1] > occurrences[:, 0]
         self.stats.sentences_encoded += len(sentences)
         self.stats.occurrences_without_subwords += int((~has_subwords).sum())
         occurrences = occurrences[has_subwords]
         counts = np.bincount(sentence_of[has_subwords], minlength=len(sentences))
-        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        occurrence_bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
         # In a sentence that fits one window, tokens move right by the prefix's length.
         shifted = occurrences.copy()
         shifted[:, :2] += len(self.prefix)
-        token_bounds = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+        starts_ends = token_bounds.tolist()
         inputs: list[EncoderInput] = []
         for index in range(len(sentences)):
-            start, end = token_bounds[index], token_bounds[index + 1]
-            first, last = bounds[index], bounds[index + 1]
+            start, end = starts_ends[index], starts_ends[index + 1]
+            first, last = occurrence_bounds[index], occurrence_bounds[index + 1]
             if end - start > self.window:
                 inputs.extend(self._windows(ids[start:end], occurrences[first:last]))
             elif last > first:
@@ -135,15 +136,16 @@ class SubwordEncoder:
         return inputs
 
     def _locate(
-        self, encodings: list, sentences: Sequence[MatchedSentence], lengths: np.ndarray
+        self, encodings: list, sentences: Sequence[MatchedSentence], token_bounds: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every sentence's occurrences as token ranges within it, and each one's sentence.
 
         The sentences' tokens and spans are laid end to end, so that the whole chunk takes a few
-        array operations rather than a dozen per sentence.
+        array operations rather than a dozen per sentence. ``token_bounds``: where each
+        sentence's tokens start, and where the last one's end.
         """
-        token_starts = np.cumsum(lengths) - lengths
-        offsets = _flat((e.offsets for e in encodings), 2 * int(lengths.sum()), nested=True)
+        token_starts, lengths = token_bounds[:-1], np.diff(token_bounds)
+        offsets = _flat((e.offsets for e in encodings), 2 * int(token_bounds[-1]), nested=True)
         span_counts = _lengths([s.spans for s in sentences])
         spans = _flat((s.spans for s in sentences), 3 * int(span_counts.sum()), nested=True)
         offsets, spans = offsets.reshape(-1, 2), spans.reshape(-1, 3)
@@ -155,7 +157,7 @@ class SubwordEncoder:
         offsets += np.repeat(char_starts, lengths)[:, None] - len(self._lead)
         sentence_of = np.repeat(np.arange(len(sentences)), span_counts)
         spans[:, :2] += char_starts[sentence_of, None]
-        occurrences = locate_subwords(offsets, spans, (token_starts + lengths - 1)[lengths > 0])
+        occurrences = locate_subwords(offsets, spans, (token_bounds[1:] - 1)[lengths > 0])
         occurrences[:, :2] -= token_starts[sentence_of, None]
         return occurrences, sentence_of
 
