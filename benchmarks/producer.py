@@ -93,6 +93,11 @@ def in_process(
     if profiler:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        # The stages THROUGHPUT.md reports, cumulative: spaCy's tokenizer and its new lexemes,
+        # the sentencizer, the matcher, subword encoding and tokenizers' own part of it.
+        stages = "_tokenize_affixes|_new_lexeme|sentencizer|_set_starts|vocab.py.*__call__|"
+        stages += r"batching.py.*\(encode\)|encode_batch"
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(stages)
     return tokens, seconds
 
 
@@ -106,13 +111,12 @@ def in_workers(files: list[str], words: list[str], model: str, workers: int) -> 
         return tokens, time.perf_counter() - start
 
 
-def new_chunk_shares(lines: list[str], parts: int = 10) -> list[float]:
+def new_chunk_shares(chunks: list[str], parts: int = 10) -> list[float]:
     """Per tenth of the text, the share of space-separated chunks not seen before it.
 
     spaCy's tokenizer caches each distinct chunk, so this is the share it must split afresh (and
     whose words are new to the vocabulary): it falls as a corpus grows.
     """
-    chunks = [chunk for line in lines for chunk in line.split()]
     seen: set[str] = set()
     shares = []
     for part in range(parts):
@@ -144,7 +148,9 @@ def main() -> None:
         corpus.write_text("\n".join(text * args.repeat) + "\n")
         files = [str(corpus)]
         print(f"corpus: {corpus.stat().st_size:,} bytes; cores: {os.cpu_count()}")
-        shares = " ".join(f"{100 * share:.1f}" for share in new_chunk_shares(text))
+        chunks = [chunk for line in text for chunk in line.split()]
+        print(f"one copy: {len(chunks):,} space-separated chunks, {len(set(chunks)):,} distinct")
+        shares = " ".join(f"{100 * share:.1f}" for share in new_chunk_shares(chunks))
         print(f"new chunks per tenth of one copy (%): {shares}")
         for max_contexts in (2000, 0):
             profile = args.profile and max_contexts == 0

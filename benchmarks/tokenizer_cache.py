@@ -16,13 +16,11 @@ import string
 import subprocess
 import sys
 
-from roberta_static.segment import TOKENIZER_CACHE_CHUNKS
+from roberta_static.segment import TOKENIZER_CACHE_CHUNKS, load_segmenter
 
 
 def grown_mb(words: int, cache_size: int) -> float:
     """Resident memory the tokenizer added in a fresh process (VmRSS after minus before)."""
-    from roberta_static.segment import load_segmenter
-
     nlp = load_segmenter("en")
     nlp.tokenizer.max_cache_size = cache_size
     rng = random.Random(0)
