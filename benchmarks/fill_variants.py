@@ -32,7 +32,7 @@ from roberta_static.accumulate import Accumulator, output_dim
 from roberta_static.corpus import Corpus
 from roberta_static.encoder import Encoder, load_pretrained
 from roberta_static.evaluate import dataset_path, find_key, read_pairs
-from roberta_static.fill import HELD_OUT, choose_alpha, fit_map, fit_ridge, mean_cosine
+from roberta_static.fill import choose_alpha, fit_map, fit_ridge, held_out_split, mean_cosine
 from roberta_static.pipeline import decontextualized, distill_from_model
 from roberta_static.vocab import MatchedSentence, Vocabulary
 
@@ -163,9 +163,7 @@ def ceiling(cosines: np.ndarray, humans: np.ndarray, filled: np.ndarray) -> list
 
 
 def held_out(fill: Fill, x: np.ndarray, y: np.ndarray) -> float:
-    order = np.random.default_rng(0).permutation(len(x))
-    n_test = max(1, round(HELD_OUT * len(x)))
-    test, train = order[:n_test], order[n_test:]
+    test, train = held_out_split(len(x))
     return mean_cosine(fill(x[train], y[train], x[test]), y[test])
 
 

@@ -107,18 +107,23 @@ def mean_cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(np.sum(a * b, axis=1) / np.maximum(norms, 1e-12)))
 
 
+def held_out_split(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out rows (:data:`HELD_OUT` of ``n``, at least one) and the rows fitted on."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_test = max(1, round(HELD_OUT * n))
+    return order[:n_test], order[n_test:]
+
+
 def held_out_check(x: np.ndarray, y: np.ndarray, seed: int = 0) -> dict[str, Any]:
     """Fit on 90% of the rows (fixed seed), compare on the other 10%.
 
     Returns the number of held-out rows and the mean cosine of their true ``y`` with the mapped
     ``x`` and with ``x`` itself (what ``decontextualized`` would fill with).
     """
-    order = np.random.default_rng(seed).permutation(len(x))
-    n_test = max(1, round(HELD_OUT * len(x)))
-    test, train = order[:n_test], order[n_test:]
+    test, train = held_out_split(len(x), seed)
     mapping = fit_map(x[train], y[train])
     return {
-        "entries": int(n_test),
+        "entries": len(test),
         "mapped_cosine": round(mean_cosine(mapping(x[test]), y[test]), 4),
         "decontextualized_cosine": round(mean_cosine(x[test], y[test]), 4),
     }
