@@ -1,0 +1,221 @@
+"""More ways to fill the unseen entries, drawing on the corpus beyond the entries' own contexts.
+
+Same corpus, vocabulary, encoder and held-out split as ``fill_variants.py``:
+
+- **Map fitted on corpus words too**: the ridge map of ``--fill-unseen mapped``, fitted on the seen
+  entries plus every other word the corpus shows at least :data:`MIN_COUNT` times (each
+  context-averaged over up to :data:`WORD_CONTEXTS` occurrences): ten times the fitting data.
+- **Borrowed contexts**: each unseen entry put, in place of the original word, into the corpus
+  sentences of the :data:`DONORS` corpus words nearest to it in the decontextualized space
+  (:data:`DONOR_SENTENCES` sentences each). The fill is the average over those sentences, made the
+  way seen entries' vectors are, not a mapped one.
+- **Rare entries lean on the map**: every seen entry's context average ``c`` over ``n`` contexts
+  becomes ``(n c + k m) / (n + k)``, ``m`` its mapped decontextualized vector (cross-fitted, 10
+  folds), the unseen ones ``m``. ``k`` comes from the data (empirical Bayes): the squared distance
+  between ``c`` and ``m`` is fitted as ``T + S / n`` over the seen entries, and ``k = S / T``.
+  This changes seen entries, so its seen-only scores are printed too.
+
+Usage: python benchmarks/fill_corpus.py [--model PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from fill_variants import pair_cosines, unit_rows
+from gensim_corpus import lee_documents, wiki_paragraphs
+from quality import DATASETS, dataset_words, minilm_path
+from scipy.stats import spearmanr
+
+from roberta_static import DistillConfig, StaticVectors
+from roberta_static.accumulate import Accumulator
+from roberta_static.corpus import Corpus
+from roberta_static.encoder import Encoder, load_pretrained
+from roberta_static.evaluate import dataset_path
+from roberta_static.fill import fit_map, held_out_split, mean_cosine
+from roberta_static.pipeline import decontextualized, distill_from_model
+from roberta_static.segment import load_segmenter
+from roberta_static.vocab import MatchedSentence, Vocabulary
+
+MIN_COUNT = 3
+WORD_CONTEXTS = 50
+DONORS = 5
+DONOR_SENTENCES = 4
+FOLDS = 10
+
+Occurrence = tuple[int, int, int]  # sentence, start char, end char
+
+
+def corpus_words(texts: list[str]) -> tuple[list[str], dict[str, list[Occurrence]], Counter]:
+    """Every sentence, and each lower-cased alphabetic word's first occurrences and count."""
+    sentences: list[str] = []
+    occurrences: dict[str, list[Occurrence]] = {}
+    counts: Counter = Counter()
+    for doc in load_segmenter("en").pipe(texts):
+        for sentence in doc.sents:
+            for token in sentence:
+                if token.text.isalpha():
+                    start = token.idx - sentence.start_char
+                    counts[token.lower_] += 1
+                    found = occurrences.setdefault(token.lower_, [])
+                    if len(found) < DONOR_SENTENCES:
+                        found.append((len(sentences), start, start + len(token)))
+            sentences.append(sentence.text)
+    return sentences, occurrences, counts
+
+
+def borrowed(
+    encoder: Encoder,
+    config: DistillConfig,
+    entries: list[str],
+    entry_alone: np.ndarray,
+    donors: StaticVectors,
+    sentences: list[str],
+    occurrences: dict[str, list[Occurrence]],
+) -> np.ndarray:
+    """Each entry's average over its nearest donors' sentences, with the entry in the donor's place."""
+    nearest = np.argsort(-(unit_rows(entry_alone) @ unit_rows(donors.vectors).T), axis=1)
+    matched = []
+    for row, entry in enumerate(entries):
+        chosen = [donors.words[j] for j in nearest[row, : DONORS + 1] if donors.words[j] != entry]
+        for donor in chosen[:DONORS]:
+            for sentence, start, end in occurrences[donor]:
+                text = sentences[sentence][:start] + entry + sentences[sentence][end:]
+                matched.append(MatchedSentence(text, [(start, start + len(entry), row)]))
+    accumulator = Accumulator(len(entries), encoder.hidden_size, encoder.device)
+    for batch in encoder.batches(encoder.subwords.encode(matched)):
+        accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
+    return accumulator.means()[0].astype(np.float64)
+
+
+def scores(vectors: StaticVectors) -> list[float]:
+    """Spearman x 100 on each of :data:`DATASETS`, over the pairs the vectors cover."""
+    result = []
+    for d in DATASETS:
+        sims, humans = pair_cosines(vectors, dataset_path(d)[1])
+        covered = ~np.isnan(sims)
+        result.append(100 * spearmanr(sims[covered], humans[covered]).statistic)
+    return result
+
+
+def leaning_on_the_map(
+    x: np.ndarray, y: np.ndarray, counts: np.ndarray, query: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Seen vectors pulled toward their cross-fitted mapped vectors, the fill, and ``k``.
+
+    Prints the fit of ``k``: the fitted and the mean squared distance by number of contexts.
+    """
+    prior = np.zeros_like(y)
+    order = np.random.default_rng(0).permutation(len(x))
+    for fold in range(FOLDS):
+        test = order[fold::FOLDS]
+        train = np.setdiff1d(order, test)
+        prior[test] = fit_map(x[train], y[train])(x[test])
+    distance = ((y - prior) ** 2).sum(axis=1)
+    design = np.column_stack([np.ones(len(y)), 1 / counts])
+    (between, within), *_ = np.linalg.lstsq(design, distance, rcond=None)
+    print(f"squared distance to the mapped vector, T + S / n: T = {between:.2f}, S = {within:.2f}")
+    for low, high in ((1, 1), (2, 3), (4, 10), (11, 50), (51, 300), (301, None)):
+        group = (counts >= low) & (counts <= (high or counts.max()))
+        predicted = between + within * np.mean(1 / counts[group])
+        print(
+            f"  {low}-{high or ''} contexts: {group.sum():4d} entries, "
+            f"mean {distance[group].mean():.2f}, fitted {predicted:.2f}"
+        )
+    k = within / between
+    n = counts[:, None].astype(np.float64)
+    return (n * y + k * prior) / (n + k), fit_map(x, y)(query), float(k)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="encoder (default: the offline MiniLM)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    print(f"machine: {platform.machine()}, {platform.python_version()}")
+    vocab = Vocabulary.from_entries(dataset_words())
+    config = DistillConfig(model=args.model or minilm_path())
+    model, tokenizer = load_pretrained(config)
+    texts = [*wiki_paragraphs(), *lee_documents()]
+    sentences, occurrences, counts = corpus_words(texts)
+    frequent = [w for w, c in counts.items() if c >= MIN_COUNT]
+    others = Vocabulary.from_entries([w for w in frequent if w not in vocab.entries])
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus_file = Path(tmp) / "corpus.txt"
+        corpus_file.write_text("\n".join(texts) + "\n")
+        seen = distill_from_model(model, tokenizer, Corpus([corpus_file]), vocab, config)
+        words_config = replace(config, max_contexts=WORD_CONTEXTS)
+        other_seen = distill_from_model(
+            model, tokenizer, Corpus([corpus_file]), others, words_config
+        )
+    alone = decontextualized(model, tokenizer, vocab, config)
+    donors = decontextualized(model, tokenizer, Vocabulary.from_entries(frequent), config)
+    print(f"encoder: {config.model}; layers {config.layers}, pool {config.pool}")
+    print(
+        f"corpus words seen {MIN_COUNT}+ times: {len(frequent)}, outside the vocabulary: {len(others)}"
+    )
+
+    fitted = [w for w in seen.words if w in alone]
+    unseen = [w for w in alone.words if w not in seen]
+    x, y = alone[fitted].astype(np.float64), seen[fitted].astype(np.float64)
+    query = alone[unseen].astype(np.float64)
+    test, train = held_out_split(len(fitted))
+    extra = [w for w in other_seen.words if w in donors]
+    extra_x, extra_y = donors[extra].astype(np.float64), other_seen[extra].astype(np.float64)
+    print(f"seen {len(seen)}, fitted on {len(fitted)}, filled {len(unseen)}; held out {len(test)}")
+
+    def filled_with(seen_vectors: np.ndarray, fill: np.ndarray) -> StaticVectors:
+        return StaticVectors(
+            [*fitted, *unseen],
+            np.vstack([seen_vectors, fill]).astype(np.float32),
+            np.zeros(len(fitted) + len(unseen), dtype=np.int64),
+        )
+
+    rows = {}
+    rows["mapped (--fill-unseen mapped)"] = (
+        filled_with(y, fit_map(x, y)(query)),
+        mean_cosine(fit_map(x[train], y[train])(x[test]), y[test]),
+    )
+    both_x, both_y = np.vstack([x, extra_x]), np.vstack([y, extra_y])
+    held_x, held_y = np.vstack([x[train], extra_x]), np.vstack([y[train], extra_y])
+    rows[f"map fitted on the entries and {len(extra)} corpus words"] = (
+        filled_with(y, fit_map(both_x, both_y)(query)),
+        mean_cosine(fit_map(held_x, held_y)(x[test]), y[test]),
+    )
+    encoder = Encoder(model, tokenizer, config)
+    lent = [*unseen, *(fitted[i] for i in test)]
+    lent_alone = np.vstack([query, x[test]])
+    lent_vectors = borrowed(encoder, config, lent, lent_alone, donors, sentences, occurrences)
+    rows[f"borrowed contexts ({DONORS} donors x {DONOR_SENTENCES} sentences)"] = (
+        filled_with(y, lent_vectors[: len(unseen)]),
+        mean_cosine(lent_vectors[len(unseen) :], y[test]),
+    )
+    index = {w: i for i, w in enumerate(seen.words)}
+    fitted_counts = seen.counts[[index[w] for w in fitted]]
+    leaned, fill, k = leaning_on_the_map(x, y, fitted_counts, query)
+    leaning = f"rare entries lean on the map (k = {k:.2f})"
+    rows[leaning] = (filled_with(leaned, fill), None)
+
+    header = f"{'method':55}" + "".join(f"{d + ' ρ':>15}" for d in DATASETS)
+    print(header + f"{'held-out cos':>14}")
+    seen_only = StaticVectors(fitted, y.astype(np.float32), fitted_counts)
+    leaned_only = StaticVectors(fitted, leaned.astype(np.float32), fitted_counts)
+    for name, vectors, cosine in [
+        ("none (seen only)", seen_only, None),
+        (f"{leaning}, seen only", leaned_only, None),
+        *((name, vectors, cosine) for name, (vectors, cosine) in rows.items()),
+    ]:
+        row = f"{name:55}" + "".join(f"{s:>15.1f}" for s in scores(vectors))
+        print(row + (f"{cosine:>14.3f}" if cosine is not None else ""))
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
