@@ -72,6 +72,12 @@ def test_mapped_fill_records_what_it_did():
     assert set(record["held_out"]) == {"entries", "mapped_cosine", "decontextualized_cosine"}
 
 
+def test_the_fewest_seen_entries_allowed_fit_the_map_and_its_check():
+    x, y = noisy_linear(MIN_FITTED)
+    _, record = mapped_fill(x, y, x[:1])
+    assert record["fitted_on"] == MIN_FITTED and record["held_out"]["entries"] == 2
+
+
 def test_too_few_seen_entries_are_refused():
     x, y = noisy_linear(MIN_FITTED - 1)
     with pytest.raises(ConfigError, match=f"at least {MIN_FITTED} entries.*got {MIN_FITTED - 1}"):
