@@ -260,18 +260,30 @@ def _summarise(stats: dict, out: Path) -> None:
 
 
 def _warn(stats: dict) -> None:
-    """Input that was skipped or repaired: printed even with --quiet."""
+    """What the user should know even with --quiet: printed to stderr."""
+    for warning in warnings_of(stats):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+def warnings_of(stats: dict) -> list[str]:
+    """Input that was skipped or repaired, and a mapped fill that its own check finds worse."""
+    warnings = []
     if stats["bad_bytes"]:
-        typer.echo(f"warning: {stats['bad_bytes']:,} invalid UTF-8 bytes replaced", err=True)
+        warnings.append(f"{stats['bad_bytes']:,} invalid UTF-8 bytes replaced")
     if stats["batches_recomputed_float32"]:
-        typer.echo(
-            f"warning: {stats['batches_recomputed_float32']:,} batches overflowed to NaN/Inf in "
-            "half precision and were run again in float32 (--dtype float32 avoids the retries)",
-            err=True,
+        warnings.append(
+            f"{stats['batches_recomputed_float32']:,} batches overflowed to NaN/Inf in "
+            "half precision and were run again in float32 (--dtype float32 avoids the retries)"
         )
     binary = stats["binary_files_skipped"]
     if binary:
-        typer.echo(
-            f"warning: {len(binary):,} binary files (NUL bytes) skipped: {short_list(binary, 3)}",
-            err=True,
+        warnings.append(f"{len(binary):,} binary files (NUL bytes) skipped: {short_list(binary, 3)}")
+    check = stats["fill"].get("held_out")
+    if check and check["mapped_cosine"] < check["decontextualized_cosine"]:
+        warnings.append(
+            "on its held-out check the mapped fill is further from the seen entries' context "
+            f"averages than decontextualized ({check['entries']:,} entries, mean cosine "
+            f"{check['mapped_cosine']:.3f} against {check['decontextualized_cosine']:.3f}): "
+            "--fill-unseen decontextualized may suit this run better"
         )
+    return warnings

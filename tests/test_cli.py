@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CORPUS_LINES
 from gensim.models import KeyedVectors
 from test_atomic import snapshot, user_folder
 from test_corpus import DAMAGED, write_damaged
@@ -415,3 +416,22 @@ def test_spacy_init_with_an_unknown_base(tmp_path):
     result = run("spacy-init", tmp_path, tmp_path / "out", "--base", "no_such_pipeline")
     assert result.exit_code == 1 and "--base: cannot load 'no_such_pipeline'" in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("mapped_cosine", [0.5, 0.9])
+def test_a_mapped_fill_its_check_finds_worse_is_warned(
+    roberta_dir, corpus_file, tmp_path, monkeypatch, mapped_cosine
+):
+    check = {"entries": 3, "mapped_cosine": mapped_cosine, "decontextualized_cosine": 0.8}
+    monkeypatch.setattr("roberta_static.fill.held_out_check", lambda x, y: check)
+    words = {w.strip(".,;").lower() for line in CORPUS_LINES for w in line.split()}
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join([*sorted(words), "zebra"]) + "\n")
+    out = tmp_path / "out"
+    result = run("distill", corpus_file, "--vocab", vocab, "--model", roberta_dir, "-l", "1",
+                 "--fill-unseen", "mapped", "--out", out, "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert StaticVectors.load(out).meta["stats"]["fill"]["held_out"] == check
+    warned = result.output.startswith("warning: on its held-out check the mapped fill is further")
+    assert warned == (mapped_cosine < 0.8)
+    assert ("mean cosine 0.500 against 0.800" in result.output) == warned
