@@ -7,8 +7,10 @@ Same corpus, vocabulary, encoder and held-out split as ``fill_variants.py``:
   context-averaged over up to :data:`WORD_CONTEXTS` occurrences): ten times the fitting data.
 - **Borrowed contexts**: each unseen entry put, in place of the original word, into the corpus
   sentences of the :data:`DONORS` corpus words nearest to it in the decontextualized space
-  (:data:`DONOR_SENTENCES` sentences each). The fill is the average over those sentences, made the
-  way seen entries' vectors are, not a mapped one.
+  (the first :data:`DONOR_SENTENCES` sentences of each; a donor is a word the corpus shows in at
+  least that many). The fill is the average over those sentences, made the way seen entries'
+  vectors are, not a mapped one. Its held-out entries are corpus words, whose donors lie nearer
+  than an unseen entry's: the script prints how much nearer.
 - **Rare entries lean on the map**: every seen entry's context average ``c`` over ``n`` contexts
   becomes ``(n c + k m) / (n + k)``, ``m`` its mapped decontextualized vector (cross-fitted, 10
   folds), the unseen ones ``m``. ``k`` comes from the data (empirical Bayes): the squared distance
@@ -22,25 +24,20 @@ from __future__ import annotations
 
 import argparse
 import platform
-import tempfile
 import time
-from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
-from fill_variants import pair_cosines, unit_rows
+from fill_variants import average_in, distill_text, pair_cosines, spearman, unit_rows
 from gensim_corpus import lee_documents, wiki_paragraphs
 from quality import DATASETS, dataset_words, minilm_path
-from scipy.stats import spearmanr
+from spacy.language import Language
 
 from roberta_static import DistillConfig, StaticVectors
-from roberta_static.accumulate import Accumulator
-from roberta_static.corpus import Corpus
 from roberta_static.encoder import Encoder, load_pretrained
 from roberta_static.evaluate import dataset_path
 from roberta_static.fill import fit_map, held_out_split, mean_cosine
-from roberta_static.pipeline import decontextualized, distill_from_model
+from roberta_static.pipeline import decontextualized
 from roberta_static.segment import load_segmenter
 from roberta_static.vocab import MatchedSentence, Vocabulary
 
@@ -53,22 +50,24 @@ FOLDS = 10
 Occurrence = tuple[int, int, int]  # sentence, start char, end char
 
 
-def corpus_words(texts: list[str]) -> tuple[list[str], dict[str, list[Occurrence]], Counter]:
-    """Every sentence, and each lower-cased alphabetic word's first occurrences and count."""
+def donor_sentences(
+    nlp: Language, texts: list[str]
+) -> tuple[list[str], dict[str, list[Occurrence]]]:
+    """Every sentence, and each lower-cased alphabetic word's occurrence in each of its first
+    :data:`DONOR_SENTENCES` sentences."""
     sentences: list[str] = []
     occurrences: dict[str, list[Occurrence]] = {}
-    counts: Counter = Counter()
-    for doc in load_segmenter("en").pipe(texts):
+    for doc in nlp.pipe(texts):
         for sentence in doc.sents:
             for token in sentence:
-                if token.text.isalpha():
+                if not token.text.isalpha():
+                    continue
+                found = occurrences.setdefault(token.lower_, [])
+                if len(found) < DONOR_SENTENCES and (not found or found[-1][0] != len(sentences)):
                     start = token.idx - sentence.start_char
-                    counts[token.lower_] += 1
-                    found = occurrences.setdefault(token.lower_, [])
-                    if len(found) < DONOR_SENTENCES:
-                        found.append((len(sentences), start, start + len(token)))
+                    found.append((len(sentences), start, start + len(token)))
             sentences.append(sentence.text)
-    return sentences, occurrences, counts
+    return sentences, occurrences
 
 
 def borrowed(
@@ -79,20 +78,21 @@ def borrowed(
     donors: StaticVectors,
     sentences: list[str],
     occurrences: dict[str, list[Occurrence]],
-) -> np.ndarray:
-    """Each entry's average over its nearest donors' sentences, with the entry in the donor's place."""
-    nearest = np.argsort(-(unit_rows(entry_alone) @ unit_rows(donors.vectors).T), axis=1)
-    matched = []
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry's average over its nearest donors' sentences, with the entry in the donor's
+    place, and each entry's mean cosine to its donors (decontextualized space)."""
+    similarity = unit_rows(entry_alone) @ unit_rows(donors.vectors).T
+    nearest = np.argsort(-similarity, axis=1)
+    matched, closeness = [], []
     for row, entry in enumerate(entries):
-        chosen = [donors.words[j] for j in nearest[row, : DONORS + 1] if donors.words[j] != entry]
-        for donor in chosen[:DONORS]:
-            for sentence, start, end in occurrences[donor]:
+        chosen = [j for j in nearest[row, : DONORS + 1] if donors.words[j] != entry][:DONORS]
+        closeness.append(similarity[row, chosen].mean())
+        for donor in chosen:
+            for sentence, start, end in occurrences[donors.words[donor]]:
                 text = sentences[sentence][:start] + entry + sentences[sentence][end:]
                 matched.append(MatchedSentence(text, [(start, start + len(entry), row)]))
-    accumulator = Accumulator(len(entries), encoder.hidden_size, encoder.device)
-    for batch in encoder.batches(encoder.subwords.encode(matched)):
-        accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
-    return accumulator.means()[0].astype(np.float64)
+    vectors = average_in(encoder, config, len(entries), matched)
+    return vectors.astype(np.float64), np.array(closeness)
 
 
 def scores(vectors: StaticVectors) -> list[float]:
@@ -100,15 +100,14 @@ def scores(vectors: StaticVectors) -> list[float]:
     result = []
     for d in DATASETS:
         sims, humans = pair_cosines(vectors, dataset_path(d)[1])
-        covered = ~np.isnan(sims)
-        result.append(100 * spearmanr(sims[covered], humans[covered]).statistic)
+        result.append(spearman(sims, humans, np.ones(len(sims), bool)))
     return result
 
 
 def leaning_on_the_map(
-    x: np.ndarray, y: np.ndarray, counts: np.ndarray, query: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Seen vectors pulled toward their cross-fitted mapped vectors, the fill, and ``k``.
+    x: np.ndarray, y: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """Seen vectors pulled toward their cross-fitted mapped vectors, and ``k``.
 
     Prints the fit of ``k``: the fitted and the mean squared distance by number of contexts.
     """
@@ -131,7 +130,7 @@ def leaning_on_the_map(
         )
     k = within / between
     n = counts[:, None].astype(np.float64)
-    return (n * y + k * prior) / (n + k), fit_map(x, y)(query), float(k)
+    return (n * y + k * prior) / (n + k), float(k)
 
 
 def main() -> None:
@@ -144,22 +143,25 @@ def main() -> None:
     config = DistillConfig(model=args.model or minilm_path())
     model, tokenizer = load_pretrained(config)
     texts = [*wiki_paragraphs(), *lee_documents()]
-    sentences, occurrences, counts = corpus_words(texts)
-    frequent = [w for w, c in counts.items() if c >= MIN_COUNT]
-    others = Vocabulary.from_entries([w for w in frequent if w not in vocab.entries])
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus_file = Path(tmp) / "corpus.txt"
-        corpus_file.write_text("\n".join(texts) + "\n")
-        seen = distill_from_model(model, tokenizer, Corpus([corpus_file]), vocab, config)
-        words_config = replace(config, max_contexts=WORD_CONTEXTS)
-        other_seen = distill_from_model(
-            model, tokenizer, Corpus([corpus_file]), others, words_config
-        )
+    nlp = load_segmenter("en")
+    frequent = Vocabulary.from_corpus(nlp, texts, "lower", MIN_COUNT, None)
+    others = Vocabulary.from_entries([w for w in frequent.entries if w not in vocab.entries])
+    sentences, occurrences = donor_sentences(nlp, texts)
+    seen = distill_text(model, tokenizer, texts, vocab, config)
+    words_config = replace(config, max_contexts=WORD_CONTEXTS)
+    other_seen = distill_text(model, tokenizer, texts, others, words_config)
     alone = decontextualized(model, tokenizer, vocab, config)
-    donors = decontextualized(model, tokenizer, Vocabulary.from_entries(frequent), config)
+    frequent_alone = decontextualized(model, tokenizer, frequent, config)
+    donor_words = [
+        w for w in frequent_alone.words if len(occurrences.get(w, ())) == DONOR_SENTENCES
+    ]
+    donors = StaticVectors(
+        donor_words, frequent_alone[donor_words], np.zeros(len(donor_words), dtype=np.int64)
+    )
     print(f"encoder: {config.model}; layers {config.layers}, pool {config.pool}")
     print(
-        f"corpus words seen {MIN_COUNT}+ times: {len(frequent)}, outside the vocabulary: {len(others)}"
+        f"corpus words seen {MIN_COUNT}+ times: {len(frequent)}, outside the vocabulary: "
+        f"{len(others)}; donors (alphabetic, in {DONOR_SENTENCES}+ sentences): {len(donors)}"
     )
 
     fitted = [w for w in seen.words if w in alone]
@@ -167,8 +169,9 @@ def main() -> None:
     x, y = alone[fitted].astype(np.float64), seen[fitted].astype(np.float64)
     query = alone[unseen].astype(np.float64)
     test, train = held_out_split(len(fitted))
-    extra = [w for w in other_seen.words if w in donors]
-    extra_x, extra_y = donors[extra].astype(np.float64), other_seen[extra].astype(np.float64)
+    extra = [w for w in other_seen.words if w in frequent_alone]
+    extra_x = frequent_alone[extra].astype(np.float64)
+    extra_y = other_seen[extra].astype(np.float64)
     print(f"seen {len(seen)}, fitted on {len(fitted)}, filled {len(unseen)}; held out {len(test)}")
 
     def filled_with(seen_vectors: np.ndarray, fill: np.ndarray) -> StaticVectors:
@@ -178,9 +181,10 @@ def main() -> None:
             np.zeros(len(fitted) + len(unseen), dtype=np.int64),
         )
 
+    mapped = fit_map(x, y)(query)
     rows = {}
     rows["mapped (--fill-unseen mapped)"] = (
-        filled_with(y, fit_map(x, y)(query)),
+        filled_with(y, mapped),
         mean_cosine(fit_map(x[train], y[train])(x[test]), y[test]),
     )
     both_x, both_y = np.vstack([x, extra_x]), np.vstack([y, extra_y])
@@ -192,16 +196,22 @@ def main() -> None:
     encoder = Encoder(model, tokenizer, config)
     lent = [*unseen, *(fitted[i] for i in test)]
     lent_alone = np.vstack([query, x[test]])
-    lent_vectors = borrowed(encoder, config, lent, lent_alone, donors, sentences, occurrences)
+    lent_vectors, closeness = borrowed(
+        encoder, config, lent, lent_alone, donors, sentences, occurrences
+    )
+    print(
+        f"mean cosine to their {DONORS} donors: unseen entries {closeness[: len(unseen)].mean():.3f}, "
+        f"held-out entries {closeness[len(unseen) :].mean():.3f}"
+    )
     rows[f"borrowed contexts ({DONORS} donors x {DONOR_SENTENCES} sentences)"] = (
         filled_with(y, lent_vectors[: len(unseen)]),
         mean_cosine(lent_vectors[len(unseen) :], y[test]),
     )
     index = {w: i for i, w in enumerate(seen.words)}
     fitted_counts = seen.counts[[index[w] for w in fitted]]
-    leaned, fill, k = leaning_on_the_map(x, y, fitted_counts, query)
+    leaned, k = leaning_on_the_map(x, y, fitted_counts)
     leaning = f"rare entries lean on the map (k = {k:.2f})"
-    rows[leaning] = (filled_with(leaned, fill), None)
+    rows[leaning] = (filled_with(leaned, mapped), None)
 
     header = f"{'method':55}" + "".join(f"{d + ' ρ':>15}" for d in DATASETS)
     print(header + f"{'held-out cos':>14}")

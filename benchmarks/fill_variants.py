@@ -103,9 +103,6 @@ def in_carriers(
     model: object, tokenizer: object, vocab: Vocabulary, config: DistillConfig
 ) -> np.ndarray:
     """Each entry's vector in every :data:`CARRIERS` sentence, averaged over the sentences."""
-    encoder = Encoder(model, tokenizer, config)
-    dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
-    accumulator = Accumulator(len(vocab), dim, encoder.device)
     sentences = [
         MatchedSentence(
             carrier.format(entry), [(carrier.index("{}"), carrier.index("{}") + len(entry), row)]
@@ -113,9 +110,34 @@ def in_carriers(
         for carrier in CARRIERS
         for row, entry in enumerate(vocab.entries)
     ]
+    return average_in(Encoder(model, tokenizer, config), config, len(vocab), sentences)
+
+
+def average_in(
+    encoder: Encoder, config: DistillConfig, n_entries: int, sentences: list[MatchedSentence]
+) -> np.ndarray:
+    """Each entry's vector averaged over its occurrences in ``sentences`` (rows as spans say)."""
+    dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
+    accumulator = Accumulator(n_entries, dim, encoder.device)
     for batch in encoder.batches(encoder.subwords.encode(sentences)):
         accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
     return accumulator.means()[0]
+
+
+def distill_text(
+    model: object, tokenizer: object, texts: list[str], vocab: Vocabulary, config: DistillConfig
+) -> StaticVectors:
+    """:func:`distill_from_model` over ``texts``, one per line of a temporary corpus file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus_file = Path(tmp) / "corpus.txt"
+        corpus_file.write_text("\n".join(texts) + "\n")
+        return distill_from_model(model, tokenizer, Corpus([corpus_file]), vocab, config)
+
+
+def spearman(sims: np.ndarray, humans: np.ndarray, rows: np.ndarray) -> float:
+    """Spearman x 100 over the pairs of ``rows`` that have a cosine."""
+    rows = rows & ~np.isnan(sims)
+    return 100 * spearmanr(sims[rows], humans[rows]).statistic
 
 
 def pair_cosines(vectors: StaticVectors, path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -176,10 +198,7 @@ def main() -> None:
     vocab = Vocabulary.from_entries(dataset_words())
     config = DistillConfig(model=args.model or minilm_path())
     model, tokenizer = load_pretrained(config)
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus_file = Path(tmp) / "corpus.txt"
-        corpus_file.write_text("\n".join([*wiki_paragraphs(), *lee_documents()]) + "\n")
-        seen = distill_from_model(model, tokenizer, Corpus([corpus_file]), vocab, config)
+    seen = distill_text(model, tokenizer, [*wiki_paragraphs(), *lee_documents()], vocab, config)
     alone = decontextualized(model, tokenizer, vocab, config)
     every_layer = decontextualized(model, tokenizer, vocab, replace(config, combine="concat"))
     carried = StaticVectors(
@@ -266,13 +285,9 @@ def report(
         for d in DATASETS:
             sims, humans = pair_cosines(vectors, paths[d])
             cosines[name, d] = sims, humans
-            covered, among = ~np.isnan(sims), filled_pairs[d] & ~np.isnan(sims)
-            row += f"{100 * spearmanr(sims[covered], humans[covered]).statistic:>15.1f}"
-            row += (
-                f"{100 * spearmanr(sims[among], humans[among]).statistic:>14.1f}"
-                if among.any()
-                else f"{'':>14}"
-            )
+            among = filled_pairs[d] & ~np.isnan(sims)
+            row += f"{spearman(sims, humans, np.ones(len(sims), bool)):>15.1f}"
+            row += f"{spearman(sims, humans, among):>14.1f}" if among.any() else f"{'':>14}"
         row += f"{cosine:>14.3f}" if cosine is not None else f"{'':>14}"
         row += f"{alpha:>10.3g}" if alpha is not None else ""
         print(row)
