@@ -261,11 +261,11 @@ def _summarise(stats: dict, out: Path) -> None:
 
 def _warn(stats: dict) -> None:
     """What the user should know even with --quiet: printed to stderr."""
-    for warning in warnings_of(stats):
+    for warning in _warnings(stats):
         typer.echo(f"warning: {warning}", err=True)
 
 
-def warnings_of(stats: dict) -> list[str]:
+def _warnings(stats: dict) -> list[str]:
     """Input that was skipped or repaired, and a mapped fill that its own check finds worse."""
     warnings = []
     if stats["bad_bytes"]:
