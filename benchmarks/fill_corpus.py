@@ -22,19 +22,24 @@ Usage: python benchmarks/fill_corpus.py [--model PATH]
 
 from __future__ import annotations
 
-import argparse
-import platform
 import time
 from dataclasses import replace
 
 import numpy as np
-from fill_variants import average_in, distill_text, pair_cosines, spearman, unit_rows
+from fill_variants import (
+    average_in,
+    distill_text,
+    pair_cosines,
+    spearman,
+    start_benchmark,
+    unit_rows,
+)
 from gensim_corpus import lee_documents, wiki_paragraphs
-from quality import DATASETS, dataset_words, minilm_path
+from quality import DATASETS
 from spacy.language import Language
 
 from roberta_static import DistillConfig, StaticVectors
-from roberta_static.encoder import Encoder, load_pretrained
+from roberta_static.encoder import Encoder
 from roberta_static.evaluate import dataset_path
 from roberta_static.fill import fit_map, held_out_split, mean_cosine
 from roberta_static.pipeline import decontextualized
@@ -134,14 +139,8 @@ def leaning_on_the_map(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="encoder (default: the offline MiniLM)")
-    args = parser.parse_args()
     started = time.perf_counter()
-    print(f"machine: {platform.machine()}, {platform.python_version()}")
-    vocab = Vocabulary.from_entries(dataset_words())
-    config = DistillConfig(model=args.model or minilm_path())
-    model, tokenizer = load_pretrained(config)
+    vocab, config, model, tokenizer = start_benchmark(__doc__.splitlines()[0])
     texts = [*wiki_paragraphs(), *lee_documents()]
     nlp = load_segmenter("en")
     frequent = Vocabulary.from_corpus(nlp, texts, "lower", MIN_COUNT, None)

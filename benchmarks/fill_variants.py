@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gensim_corpus import lee_documents, wiki_paragraphs
@@ -189,15 +190,20 @@ def held_out(fill: Fill, x: np.ndarray, y: np.ndarray) -> float:
     return mean_cosine(fill(x[train], y[train], x[test]), y[test])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def start_benchmark(description: str) -> tuple[Vocabulary, DistillConfig, Any, Any]:
+    """Parse ``--model``, print the machine, load the encoder; the benchmark's vocabulary."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", default=None, help="encoder (default: the offline MiniLM)")
     args = parser.parse_args()
-    started = time.perf_counter()
     print(f"machine: {platform.machine()}, {platform.python_version()}")
-    vocab = Vocabulary.from_entries(dataset_words())
     config = DistillConfig(model=args.model or minilm_path())
     model, tokenizer = load_pretrained(config)
+    return Vocabulary.from_entries(dataset_words()), config, model, tokenizer
+
+
+def main() -> None:
+    started = time.perf_counter()
+    vocab, config, model, tokenizer = start_benchmark(__doc__.splitlines()[0])
     seen = distill_text(model, tokenizer, [*wiki_paragraphs(), *lee_documents()], vocab, config)
     alone = decontextualized(model, tokenizer, vocab, config)
     every_layer = decontextualized(model, tokenizer, vocab, replace(config, combine="concat"))
