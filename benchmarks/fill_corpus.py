@@ -41,7 +41,7 @@ from spacy.language import Language
 from roberta_static import DistillConfig, StaticVectors
 from roberta_static.encoder import Encoder
 from roberta_static.evaluate import dataset_path
-from roberta_static.fill import fit_map, held_out_split, mean_cosine
+from roberta_static.fill import fit_map, held_out_check, held_out_split, mean_cosine
 from roberta_static.pipeline import decontextualized
 from roberta_static.segment import load_segmenter
 from roberta_static.vocab import MatchedSentence, Vocabulary
@@ -184,7 +184,7 @@ def main() -> None:
     rows = {}
     rows["mapped (--fill-unseen mapped)"] = (
         filled_with(y, mapped),
-        mean_cosine(fit_map(x[train], y[train])(x[test]), y[test]),
+        held_out_check(x, y)["mapped_cosine"],
     )
     both_x, both_y = np.vstack([x, extra_x]), np.vstack([y, extra_y])
     held_x, held_y = np.vstack([x[train], extra_x]), np.vstack([y[train], extra_y])

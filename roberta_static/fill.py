@@ -81,13 +81,7 @@ def choose_alpha(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def fit_map(x: np.ndarray, y: np.ndarray) -> LinearMap:
-    """A ridge map from ``x`` to ``y`` with the penalty chosen by :func:`choose_alpha`.
-
-    Raises:
-        ConfigError: fewer than :data:`MIN_FITTED` rows to fit on.
-
-    """
-    require_fittable(len(x), "got")
+    """A ridge map from ``x`` to ``y`` with the penalty chosen by :func:`choose_alpha`."""
     return fit_ridge(x, y, choose_alpha(x, y))
 
 
@@ -121,8 +115,7 @@ def held_out_check(x: np.ndarray, y: np.ndarray, seed: int = 0) -> dict[str, Any
     ``x`` and with ``x`` itself (what ``decontextualized`` would fill with).
     """
     test, train = held_out_split(len(x), seed)
-    # Not fit_map: its minimum applies to the map that fills, and the check fits on 10% fewer.
-    mapping = fit_ridge(x[train], y[train], choose_alpha(x[train], y[train]))
+    mapping = fit_map(x[train], y[train])
     return {
         "entries": len(test),
         "mapped_cosine": round(mean_cosine(mapping(x[test]), y[test]), 4),
@@ -144,7 +137,11 @@ def mapped_fill(
         The filled vectors ``[m, D]`` and what to record in ``meta.json``: the method, the
         entries fitted on, the penalty and the :func:`held_out_check`.
 
+    Raises:
+        ConfigError: fewer than :data:`MIN_FITTED` seen entries to fit on.
+
     """
+    require_fittable(len(seen_alone), "got")
     mapping = fit_map(seen_alone, seen_contextual)
     check = held_out_check(seen_alone, seen_contextual)
     record = {
