@@ -7,8 +7,8 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
+import psutil
 import pytest
 import ray
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
@@ -17,7 +17,7 @@ from test_workers import assert_same_vectors
 from roberta_static import DistillConfig, distill
 from roberta_static.checkpoint import Checkpointing, load_checkpoint
 from roberta_static.errors import ConfigError, CorpusError, Interrupted
-from roberta_static.ray_engine import import_ray
+from roberta_static.ray_engine import RayPass, import_ray
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -91,14 +91,19 @@ def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
 
 
 def _shard_task_pids() -> list[int]:
-    """Processes running a shard task now (Ray titles them after the task's function)."""
+    """This test's processes running a shard task now (Ray titles them after the function).
+
+    Only descendants of this process, the cluster the ``cluster`` fixture started: never another
+    user's Ray run on the same machine.
+    """
     pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    for process in psutil.Process().children(recursive=True):
         try:
-            if cmdline.read_bytes().startswith(b"ray::produce_shard"):
-                pids.append(int(cmdline.parent.name))
-        except OSError:  # ended meanwhile
+            title = process.cmdline()
+        except psutil.Error:  # ended meanwhile
             continue
+        if title and title[0].startswith("ray::produce_shard"):
+            pids.append(process.pid)
     return pids
 
 
@@ -132,7 +137,7 @@ def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_
 
 
 def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
-    corpus_folder, vocab_file, config, serial_run, tmp_path
+    corpus_folder, vocab_file, config, serial_run, tmp_path, monkeypatch
 ):
     config = config.replace(max_contexts=0)
     serial = serial_run(0)
@@ -142,6 +147,17 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
     def stop_once_a_shard_is_merged(report):
         if not checkpointing.nothing_to_lose:
             stop.set()
+
+    # Shards after the first two start only once the stop is asked: the checkpoint then holds
+    # unfinished shards however fast the first ones ran (the state, not the timing, decides).
+    run_shard = RayPass._shard
+
+    def later_shards_wait_for_the_stop(self, index, entry):
+        if index >= 2:
+            stop.wait()
+        return run_shard(self, index, entry)
+
+    monkeypatch.setattr(RayPass, "_shard", later_shards_wait_for_the_stop)
 
     with pytest.raises(Interrupted, match="resume with"):
         distill(
