@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# One torch thread, here and in the processes the tests start (the CLI, workers, Ray): the tiny
+# models' operations take microseconds, and torch's spinning thread pool, competing for 2 busy
+# cores with pytest, the producer thread and subprocesses, made them take a millisecond each (a
+# test with many small batches ran 108 s instead of 1.4 s). Set before torch is first imported.
+os.environ["OMP_NUM_THREADS"] = "1"
 
 CORPUS_LINES = [
     "The cat sat on the mat. Paris is a city in France, and Paris is large.",

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -88,6 +89,25 @@ def wait_for_checkpoint(process, folder: Path, timeout: float = 120) -> None:
         time.sleep(0.01)
 
 
+# `roberta-static distill` that, once its first checkpoint is written, waits until the file named
+# by $SIGNALLED exists: the test signals it there, so the run cannot end before the signal.
+PAUSED_AFTER_FIRST_CHECKPOINT = """
+import os, sys, time
+import roberta_static.runner as runner
+from roberta_static.cli import main
+save = runner.save_checkpoint
+def save_then_wait(*args, **kwargs):
+    written = save(*args, **kwargs)
+    runner.save_checkpoint = save
+    while not os.path.exists(os.environ["SIGNALLED"]):
+        time.sleep(0.01)
+    return written
+runner.save_checkpoint = save_then_wait
+sys.argv[0] = "roberta-static"
+main()
+"""
+
+
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT", "SIGTERM"])
 def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, vocab_file, tmp_path):
     options = [
@@ -105,16 +125,20 @@ def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, voc
     reference = tmp_path / "reference"
     subprocess.run(cli(long_corpus, *options, "--out", reference), check=True)
     out = tmp_path / "out"
+    signalled = tmp_path / "signalled"
     process = subprocess.Popen(
-        cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05"),
+        [sys.executable, "-c", PAUSED_AFTER_FIRST_CHECKPOINT]
+        + cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05")[1:],
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "SIGNALLED": str(signalled)},
     )
     wait_for_checkpoint(process, out)
     os.kill(process.pid, getattr(signal, how))
+    signalled.touch()
     _, stderr = process.communicate(timeout=120)
     if how in ("SIGINT", "SIGTERM"):
-        assert process.returncode == 130
+        assert process.returncode == 130, stderr
         assert stderr.startswith("stopping... (Ctrl-C again to quit now)")
         assert f"resume with: roberta-static distill --resume {out}" in stderr
     else:
