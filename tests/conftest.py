@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +131,57 @@ def vocab_file(tmp_path: Path) -> Path:
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(VOCAB_ENTRIES) + "\n", encoding="utf-8")
     return path
+
+
+# `roberta-static ARGS` in which TARGET (module:attribute), once its first call has returned,
+# touches $PAUSED/paused and waits for $PAUSED/go before returning.
+_PAUSED_COMMAND = """
+import importlib, os, sys, time
+from pathlib import Path
+from roberta_static.cli import main
+module, _, path = sys.argv.pop(1).partition(":")
+*owners, name = path.split(".")
+owner = importlib.import_module(module)
+for part in owners:
+    owner = getattr(owner, part)
+original, folder = getattr(owner, name), Path(os.environ["PAUSED"])
+def paused(*args, **kwargs):
+    result = original(*args, **kwargs)
+    setattr(owner, name, original)
+    (folder / "paused").touch()
+    while not (folder / "go").exists():
+        time.sleep(0.01)
+    return result
+setattr(owner, name, paused)
+sys.argv[0] = "roberta-static"
+main()
+"""
+
+
+class PausedRun:
+    """A command that pauses once TARGET first returns, so a test signals it at a known state.
+
+    A run that would otherwise finish before the signal arrives cannot: the test waits for the
+    pause (a state, not a time), sends its signal, then lets the run go on to handle it.
+    """
+
+    def __init__(self, args: list[str], target: str, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _PAUSED_COMMAND, target, *map(str, args[1:])],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PAUSED": str(folder)},
+        )
+
+    def signal(self, signum: signal.Signals, timeout: float = 120) -> str:
+        """Wait for the pause, send ``signum``, let the run go on; its stderr once it ends."""
+        deadline = time.monotonic() + timeout
+        while not (self.folder / "paused").exists():
+            assert self.process.poll() is None, self.process.communicate()[1]
+            assert time.monotonic() < deadline, "the run never reached its pause"
+            time.sleep(0.01)
+        os.kill(self.process.pid, signum)
+        (self.folder / "go").touch()
+        return self.process.communicate(timeout=timeout)[1]

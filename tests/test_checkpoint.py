@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CORPUS_LINES
+from conftest import CORPUS_LINES, PausedRun
 
 from roberta_static import DistillConfig, distill
 from roberta_static.checkpoint import Checkpointing, StopNow, load_checkpoint
@@ -81,33 +79,6 @@ def cli(*args):
     return ["roberta-static", "distill", *map(str, args), "-q"]
 
 
-def wait_for_checkpoint(process, folder: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not (folder / ".checkpoint" / "state.json").exists():
-        assert process.poll() is None, "the run ended before its first checkpoint"
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
-# `roberta-static distill` that, once its first checkpoint is written, waits until the file named
-# by $SIGNALLED exists: the test signals it there, so the run cannot end before the signal.
-PAUSED_AFTER_FIRST_CHECKPOINT = """
-import os, sys, time
-import roberta_static.runner as runner
-from roberta_static.cli import main
-save = runner.save_checkpoint
-def save_then_wait(*args, **kwargs):
-    written = save(*args, **kwargs)
-    runner.save_checkpoint = save
-    while not os.path.exists(os.environ["SIGNALLED"]):
-        time.sleep(0.01)
-    return written
-runner.save_checkpoint = save_then_wait
-sys.argv[0] = "roberta-static"
-main()
-"""
-
-
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT", "SIGTERM"])
 def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, vocab_file, tmp_path):
     options = [
@@ -125,18 +96,13 @@ def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, voc
     reference = tmp_path / "reference"
     subprocess.run(cli(long_corpus, *options, "--out", reference), check=True)
     out = tmp_path / "out"
-    signalled = tmp_path / "signalled"
-    process = subprocess.Popen(
-        [sys.executable, "-c", PAUSED_AFTER_FIRST_CHECKPOINT]
-        + cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05")[1:],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "SIGNALLED": str(signalled)},
+    run = PausedRun(
+        cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05"),
+        "roberta_static.runner:save_checkpoint",  # signalled once the first checkpoint is saved
+        tmp_path / "pause",
     )
-    wait_for_checkpoint(process, out)
-    os.kill(process.pid, getattr(signal, how))
-    signalled.touch()
-    _, stderr = process.communicate(timeout=120)
+    stderr = run.signal(getattr(signal, how))
+    process = run.process
     if how in ("SIGINT", "SIGTERM"):
         assert process.returncode == 130, stderr
         assert stderr.startswith("stopping... (Ctrl-C again to quit now)")

@@ -9,12 +9,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS_LINES
+from conftest import CORPUS_LINES, PausedRun
 from typer.testing import CliRunner, Result
 
 from roberta_static.cli import app
@@ -229,16 +228,13 @@ def test_ctrl_c_saves_and_the_resumed_cli_run_ends_with_the_same_weights(
     flags = [corpus, "--model", roberta_mlm_dir, "--max-steps", steps, "--batch-tokens", budget, "--whole-word-mask", "--device", "cpu",
              "--learning-rate", 2e-3, "--eval-fraction", 0.2]  # fmt: skip
     out = tmp_path / "out"
-    process = subprocess.Popen(
-        _finetune_cli(*flags, "--out", out), stderr=subprocess.PIPE, text=True
+    run = PausedRun(
+        _finetune_cli(*flags, "--out", out),
+        "roberta_static.training:_Report.on_step_end",  # signalled after the first step
+        tmp_path / "pause",
     )
-    deadline = time.monotonic() + 120
-    while not (out / ".finetune" / FINETUNE_FILE).exists():  # written just before training
-        assert process.poll() is None, process.communicate()[1]
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    stderr = run.signal(signal.SIGINT)
+    process = run.process
     assert process.returncode == 130, stderr
     assert stderr.startswith("stopping... (Ctrl-C again to quit now)"), stderr
     assert f"continue with --resume {out}" in stderr
