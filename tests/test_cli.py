@@ -451,3 +451,19 @@ def test_a_binary_vocabulary_is_one_line_before_the_model_loads(corpus_file, tmp
         result.output == f"error: {vocab}:1: NUL byte: a binary file, not a vocabulary "
         "(expected UTF-8 text, one entry per line)\n"
     )
+
+
+@pytest.mark.parametrize("formats", ["", " , "])
+def test_export_refuses_an_empty_format_list_and_distill_takes_it_as_none(
+    roberta_dir, corpus_file, vocab_file, tmp_path, formats
+):
+    out = tmp_path / "out"
+    distilled = run("distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir,
+                    "-l", "1", "--out", out, "--formats", formats, "--quiet")  # fmt: skip
+    assert distilled.exit_code == 0, distilled.output
+    before = sorted(path.name for path in out.iterdir())
+    assert before == ["meta.json", "vectors.npy", "vocab.tsv"]
+    result = run("export", out, "--formats", formats)
+    assert result.exit_code == 1
+    assert result.output.startswith("error: --formats: name at least one of kv, word2vec,")
+    assert sorted(path.name for path in out.iterdir()) == before
