@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def report_command(
     vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
     out: Path = Opt(..., "--out", "-o", help="The HTML file to write", show_default=False),
-    words: str | None = Opt(None, "--words", help="Comma-separated words whose neighbours to list (default: a spread of frequent, rare and filled entries)"),
+    words: str | None = Opt(None, "--words", help="Comma-separated words whose neighbours to list; those without a vector are left out with a warning (default: a spread of frequent, rare and filled entries)"),
     dataset: list[str] = Opt([], "--dataset", "-d", help="Also score on a word-pair dataset: simlex999, wordsim353 or a word1<TAB>word2<TAB>score file; repeat for several"),
     sweep: Path | None = Opt(None, "--sweep", help="Folder written by sweep (default: VECTORS, when sweep wrote there)"),
     sentence: str | None = Opt(None, "--sentence", help="Layer view: a sentence holding --word (needs --model)"),
