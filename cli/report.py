@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -10,12 +11,15 @@ from ._util import Arg, Flag, Opt, one_line_errors
 from .options import ALLOW_PICKLE, TRUST_REMOTE_CODE
 from .quality import warn_coverage
 
+if TYPE_CHECKING:
+    from roberta_static.vectors import StaticVectors
+
 
 # fmt: off
 def report_command(
     vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
     out: Path = Opt(..., "--out", "-o", help="The HTML file to write", show_default=False),
-    words: str | None = Opt(None, "--words", help="Comma-separated words whose neighbours to list (default: a spread of frequent, rare and filled entries)"),
+    words: str | None = Opt(None, "--words", help="Comma-separated words whose neighbours to list; those without a vector are left out with a warning (default: a spread of frequent, rare and filled entries)"),
     dataset: list[str] = Opt([], "--dataset", "-d", help="Also score on a word-pair dataset: simlex999, wordsim353 or a word1<TAB>word2<TAB>score file; repeat for several"),
     sweep: Path | None = Opt(None, "--sweep", help="Folder written by sweep (default: VECTORS, when sweep wrote there)"),
     sentence: str | None = Opt(None, "--sentence", help="Layer view: a sentence holding --word (needs --model)"),
@@ -30,29 +34,42 @@ def report_command(
     with one_line_errors():
         from roberta_static.errors import ConfigError
         from roberta_static.report import gather
-        from roberta_static.report_page import write_report
+        from roberta_static.report_page import check_report_file, require_page_extra, write_report
 
         given = [name for name, value in (("--sentence", sentence), ("--word", word), ("--model", model)) if value]
         if given and len(given) < 3:
             raise ConfigError(f"the layer view needs --sentence, --word and --model; got only {', '.join(given)}")
+        # Every input is checked before the slow parts: the map (UMAP), the model, the page (plotly).
+        check_report_file(out, overwrite)
+        require_page_extra()
+        static = _layer_view_vectors(vectors, sentence, word) if given else None
         chosen = [w.strip() for w in words.split(",") if w.strip()] if words else None
         data = gather(vectors, chosen, dataset, sweep)
-        if given:
-            data.layer_view = _layer_view(vectors, model, sentence, word, trust_remote_code, allow_pickle)
+        for unknown in data.words_without_vectors:
+            typer.echo(f"warning: --words: {unknown!r} has no vector; left out", err=True)
+        if static is not None:
+            data.layer_view = _layer_view(static, model, sentence, word, trust_remote_code, allow_pickle)
         typer.echo(f"wrote {write_report(data, out, overwrite)}")
         for scores in data.scores:
             warn_coverage(scores.dataset, scores.covered, scores.pairs, "pairs")
 
 
-def _layer_view(vectors: Path, model: str, sentence: str, word: str, trust_remote_code: bool, allow_pickle: bool) -> object:
-    from roberta_static.encoder import load_pretrained
-    from roberta_static.layer_view import layer_view, require_model_space
+def _layer_view_vectors(vectors: Path, sentence: str, word: str) -> StaticVectors:
+    """The vectors, once the layer view's checks that need no model pass."""
+    from roberta_static.layer_view import locate_word
     from roberta_static.vectors import StaticVectors
+
+    static = StaticVectors.load(vectors)
+    locate_word(static, sentence, word, str(vectors))
+    return static
+
+
+def _layer_view(static: StaticVectors, model: str, sentence: str, word: str, trust_remote_code: bool, allow_pickle: bool) -> object:
+    from roberta_static.encoder import load_pretrained
+    from roberta_static.layer_view import layer_view
 
     from .options import make_config, quiet_transformers
 
-    static = StaticVectors.load(vectors)
-    require_model_space(static, str(vectors))  # before the model loads
     quiet_transformers()
     config = make_config(model=model, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
     encoder, tokenizer = load_pretrained(config)

@@ -19,7 +19,11 @@ from dataclasses import dataclass, fields
 import numpy as np
 from tokenizers import Tokenizer
 
+from .errors import ConfigError
 from .vocab import MatchedSentence
+
+MIN_WINDOW = 2
+"""Fewest text tokens an input holds beside its special tokens (windows overlap by half)."""
 
 
 @dataclass
@@ -93,9 +97,7 @@ class SubwordEncoder:
             " " if _is_byte_level(json.loads(backend.to_str()).get("pre_tokenizer")) else ""
         )
         self.prefix, self.suffix = _special_tokens(self._tokenizer)
-        self.window = max_length - len(self.prefix) - len(self.suffix)
-        if self.window < 2:
-            raise ValueError(f"max_length {max_length} leaves no room beside the special tokens")
+        self.window = text_window(max_length, len(self.prefix) + len(self.suffix))
         self.pad_id = pad_id
         self.stats = EncodeStats()
 
@@ -207,6 +209,27 @@ def _is_byte_level(pre_tokenizer: dict | None) -> bool:
         return False
     inner = pre_tokenizer.get("pretokenizers") or ()
     return pre_tokenizer.get("type") == "ByteLevel" or any(_is_byte_level(p) for p in inner)
+
+
+def text_window(max_length: int, special_tokens: int) -> int:
+    """Text tokens in an input of ``max_length`` tokens, ``special_tokens`` of them special.
+
+    Raises:
+        ConfigError: Fewer than :data:`MIN_WINDOW` tokens are left for the text.
+
+    """
+    if max_length - special_tokens < MIN_WINDOW:
+        raise ConfigError(
+            f"{max_length} leaves no room for text beside this model's {special_tokens} special "
+            f"tokens; use at least {special_tokens + MIN_WINDOW}",
+            field="max_length",
+        )
+    return max_length - special_tokens
+
+
+def count_special_tokens(backend: Tokenizer) -> int:
+    """How many special tokens the tokenizer adds around one sequence."""
+    return sum(len(part) for part in _special_tokens(_plain_copy(backend)))
 
 
 def _special_tokens(tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:

@@ -37,7 +37,7 @@ MINIMUMS = {
     "encoders": 1,
     "batch_tokens": 1,
     "chunk_sentences": 1,
-    "max_length": 1,
+    "max_length": 2,  # two tokens of text (batching.MIN_WINDOW), with no special tokens
     "min_count": 1,
     "max_vocab": 1,
 }
@@ -98,7 +98,14 @@ def parse_layers(spec: str | int | Iterable[int]) -> Layers:
                 f"cannot read {item!r} in {spec!r}; expected indices and ranges like '1-4,-1'",
                 field="layers",
             )
-        start, end = int(match[1]), int(match[2] if match[2] is not None else match[1])
+        bounds = [bound for bound in match.groups() if bound is not None]
+        if any(bound.startswith("-") and int(bound) == 0 for bound in bounds):
+            raise ConfigError(
+                f"-0 in {spec!r} is ambiguous; write 0 for the embedding output or -1 for the "
+                "top layer",
+                field="layers",
+            )
+        start, end = int(bounds[0]), int(bounds[-1])
         if (start < 0) != (end < 0) or end < start:
             raise ConfigError(
                 f"range {item!r} must go upwards within one sign, like '1-4'", field="layers"

@@ -16,7 +16,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from .batching import Batch, EncoderInput, SubwordEncoder, make_batches
+from .batching import (
+    Batch,
+    EncoderInput,
+    SubwordEncoder,
+    count_special_tokens,
+    make_batches,
+    text_window,
+)
 from .config import ALL_LAYERS, DistillConfig, Layers
 from .errors import ConfigError, ModelLoadError
 from .finetune import FINETUNE_FILE, FinetuneConfig
@@ -134,20 +141,45 @@ def load_pretrained(
             )
     else:
         options["local_files_only"] = hub_cache_only(location)
-    try:
+    with _load_errors(name):
         # The config alone says whether the model needs code of its own; transformers 5's
         # tokenizer loader would fail on other grounds before refusing it.
         model_config = AutoConfig.from_pretrained(location, **options)
         tokenizer = AutoTokenizer.from_pretrained(location, use_fast=True, **options)
-        finetune_record = path / FINETUNE_FILE if auto_class == "AutoModel" else None
-        with _without_loading_bar(), _quiet_load_report(finetune_record):
-            model = getattr(transformers, auto_class).from_pretrained(
-                location,
-                config=model_config,
-                use_safetensors=None if config.allow_pickle else True,
-                **options,
-                **extra,
-            )
+    if isinstance(config, DistillConfig):
+        check_fits(config, model_config, tokenizer)  # before the weights, the slow part, load
+    finetune_record = path / FINETUNE_FILE if auto_class == "AutoModel" else None
+    with _load_errors(name), _without_loading_bar(), _quiet_load_report(finetune_record):
+        model = getattr(transformers, auto_class).from_pretrained(
+            location,
+            config=model_config,
+            use_safetensors=None if config.allow_pickle else True,
+            **options,
+            **extra,
+        )
+    return model, tokenizer
+
+
+def check_fits(config: DistillConfig, model_config: Any, tokenizer: Any) -> None:
+    """Refuse layers the model lacks, or a ``max_length`` with no room beside its special tokens.
+
+    Needs only the model's config and tokenizer, so a bad option fails before the weights load;
+    :class:`Encoder` checks the same again on the loaded model.
+
+    Raises:
+        ConfigError: ``config.layers`` or ``config.max_length`` cannot work with this model.
+
+    """
+    resolve_layers(config.layers, int(model_config.num_hidden_layers))
+    if config.max_length is not None and getattr(tokenizer, "is_fast", False):
+        text_window(config.max_length, count_special_tokens(tokenizer.backend_tokenizer))
+
+
+@contextmanager
+def _load_errors(name: str) -> Iterator[None]:
+    """Turn transformers' errors while loading ``name`` into one-line :class:`ModelLoadError`."""
+    try:
+        yield
     except (OSError, ValueError, KeyError) as error:
         if "trust_remote_code" in str(error):
             raise ModelLoadError(
@@ -156,7 +188,6 @@ def load_pretrained(
             ) from None
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelLoadError(f"{name}: cannot load a model ({reason})") from None
-    return model, tokenizer
 
 
 @contextmanager

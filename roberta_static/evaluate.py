@@ -9,6 +9,7 @@ it says little about the vectors, and little about the dataset as a whole.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,21 +111,44 @@ def dataset_path(name_or_file: str) -> tuple[str, Path]:
 
 
 def read_pairs(path: str | os.PathLike) -> list[tuple[str, str, float]]:
-    """Read ``word1<TAB>word2<TAB>score`` lines (whitespace works too); ``#`` starts a comment."""
+    """Read ``word1<TAB>word2<TAB>score`` lines (whitespace works too).
+
+    The format of gensim's ``evaluate_word_pairs``: blank lines and lines starting with ``#``
+    (comments, headers) are skipped. Unlike gensim, which skips a line it cannot read, a line that
+    is not two words and a finite score is an error, so no pair is dropped unseen.
+
+    Raises:
+        DatasetError: The file cannot be read, a line is malformed (naming it), or no pair is left.
+
+    """
     path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as error:
+        raise DatasetError(f"{path}: cannot read word pairs ({error})") from None
     pairs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        fields = line.split("\t") if "\t" in line else line.split()
-        try:
-            first, second, score = fields[0].strip(), fields[1].strip(), float(fields[2])
-        except (IndexError, ValueError):
-            raise DatasetError(f"{path}:{number}: expected word1<TAB>word2<TAB>score") from None
-        pairs.append((first, second, score))
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip() and not line.lstrip().startswith("#"):
+            pairs.append(_pair(line, f"{path}:{number}", first=not pairs))
     if not pairs:
         raise DatasetError(f"{path}: no word pairs")
     return pairs
+
+
+def _pair(line: str, where: str, first: bool) -> tuple[str, str, float]:
+    """One line's two words and score; ``where`` names the line in errors."""
+    fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
+    if len(fields) < 3 or not (fields[0] and fields[1]):
+        raise DatasetError(f"{where}: expected word1<TAB>word2<TAB>score")
+    try:
+        score = float(fields[2])
+    except ValueError:
+        # A header line is a comment in gensim's format: say so where a header would stand.
+        hint = "; a header line must start with #" if first else ""
+        raise DatasetError(f"{where}: score {fields[2]!r} is not a number{hint}") from None
+    if not math.isfinite(score):
+        raise DatasetError(f"{where}: score {fields[2]!r} is not a finite number")
+    return fields[0], fields[1], score
 
 
 def find_key(kv: KeyedVectors, word: str, lower: bool) -> str | None:

@@ -88,9 +88,17 @@ def export(
     overwrite: bool = False,
     sif_coefficient: float | None = None,
 ) -> list[Path]:
-    """Add exports to an existing vectors folder, each renamed into place when done."""
+    """Add exports to an existing vectors folder, each renamed into place when done.
+
+    Raises:
+        ConfigError: ``formats`` is empty (``distill`` takes none to mean no exports; here, asking
+            for nothing is a mistake).
+
+    """
     folder = Path(source)
     formats = list(formats)
+    if not formats:
+        raise ConfigError(f"name at least one of {', '.join(EXPORT_FILES)}", field="formats")
     check_options(formats, sif_coefficient)
     vectors = StaticVectors.load(folder)
     existing = [folder / EXPORT_FILES[f] for f in formats if (folder / EXPORT_FILES[f]).exists()]

@@ -49,9 +49,8 @@ def layer_view(
     """
     import torch
 
-    require_model_space(vectors)
-    static = np.asarray(vectors[word], dtype=np.float64)  # KeyNotFoundError if it has none
-    start = _find(sentence, word, vectors.case == "lower")
+    start = locate_word(vectors, sentence, word)
+    static = np.asarray(vectors[word], dtype=np.float64)
     encoded = tokenizer(sentence, return_offsets_mapping=True, return_tensors="pt", truncation=True)
     offsets = encoded.pop("offset_mapping")[0].tolist()
     rows = [i for i, (a, b) in enumerate(offsets) if b > a and a < start + len(word) and b > start]
@@ -94,6 +93,22 @@ def require_model_space(vectors: StaticVectors, where: str = "the vectors") -> N
             f"{where}: post-processed ({', '.join(dict.fromkeys(moved))}), so no longer in the "
             "model's space; the layer view needs the vectors as distilled, without post-processing"
         )
+
+
+def locate_word(
+    vectors: StaticVectors, sentence: str, word: str, where: str = "the vectors"
+) -> int:
+    """Where ``word`` starts in ``sentence``, once the view's checks that need no model pass.
+
+    Raises:
+        VectorsError: The vectors were post-processed (see :func:`require_model_space`).
+        KeyNotFoundError: ``word`` has no vector.
+        ConfigError: ``word`` is not in ``sentence``.
+
+    """
+    require_model_space(vectors, where)
+    vectors.get_index(word)
+    return _find(sentence, word, vectors.case == "lower")
 
 
 def _find(sentence: str, word: str, lower: bool) -> int:

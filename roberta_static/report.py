@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError, KeyNotFoundError, VectorsError
+from .errors import ConfigError, KeyNotFoundError, VectorsError, short_list
 from .evaluate import PairScores, dataset_path, evaluate_pairs
 from .sweep import CSV_FILE, sweep_folder_entries
 from .vectors import StaticVectors
@@ -59,6 +59,7 @@ class ReportData:
     sweep: list[dict[str, str]] | None = None
     scores: list[PairScores] = field(default_factory=list)
     layer_view: Any = None
+    words_without_vectors: list[str] = field(default_factory=list)
 
 
 def gather(
@@ -70,17 +71,23 @@ def gather(
 ) -> ReportData:
     """Read a vectors folder and compute what the report shows.
 
+    The inputs are read and checked before the map, the slow part (UMAP), is drawn.
+
     Args:
         folder: A folder written by ``distill`` (and ``sweep``, for the sweep's section).
-        words: Words whose neighbours to list (default: a spread of frequent, rare and filled).
+        words: Words whose neighbours to list (default: a spread of frequent, rare and filled);
+            those without a vector are left out and listed in ``words_without_vectors``.
         datasets: Word-pair datasets to score the vectors on (names or files).
         sweep: The folder ``sweep`` wrote its results into (default: ``folder``, if it holds them).
         umap: Draw the map with UMAP when ``umap-learn`` is installed (else PCA).
 
+    Raises:
+        ConfigError: ``words`` were given and none of them has a vector.
+
     """
     vectors = StaticVectors.load(folder)
-    chosen = list(words) if words else default_words(vectors)
-    neighbours = list({n.word: n for n in map(_neighbours_or_refuse(vectors), chosen)}.values())
+    neighbours, without = neighbours_of_words(vectors, words or default_words(vectors))
+    sweep_rows = read_sweep(Path(sweep if sweep is not None else folder), sweep is not None)
     scores = []
     if datasets:
         kv, lower = vectors.to_keyed_vectors(), vectors.case == "lower"
@@ -95,8 +102,9 @@ def gather(
         filled=[w for w, c in zip(vectors.words, vectors.counts, strict=True) if c == 0],
         neighbours=neighbours,
         map=project(vectors, umap),
-        sweep=read_sweep(Path(sweep if sweep is not None else folder), required=sweep is not None),
+        sweep=sweep_rows,
         scores=scores,
+        words_without_vectors=without,
     )
 
 
@@ -121,14 +129,27 @@ def neighbours_of(vectors: StaticVectors, word: str) -> Neighbours:
     )
 
 
-def _neighbours_or_refuse(vectors: StaticVectors) -> Callable[[str], Neighbours]:
-    def neighbours(word: str) -> Neighbours:
-        try:
-            return neighbours_of(vectors, word)
-        except KeyNotFoundError as error:
-            raise ConfigError(error.args[0], field="words") from None
+def neighbours_of_words(
+    vectors: StaticVectors, words: Sequence[str]
+) -> tuple[list[Neighbours], list[str]]:
+    """The neighbours of each entry named in ``words`` (once each), and the words without a vector.
 
-    return neighbours
+    Raises:
+        ConfigError: None of ``words`` has a vector.
+
+    """
+    found: dict[str, Neighbours] = {}
+    without = []
+    for word in words:
+        try:
+            neighbours = neighbours_of(vectors, word)
+        except KeyNotFoundError:
+            without.append(word)
+        else:
+            found.setdefault(neighbours.word, neighbours)
+    if words and not found:
+        raise ConfigError(f"no vector for any word given: {short_list(without)}", field="words")
+    return list(found.values()), without
 
 
 def map_rows(counts: np.ndarray, limit: int = MAP_POINTS) -> np.ndarray:

@@ -6,6 +6,7 @@ opens offline and makes no request.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,9 @@ _STATS_SKIPPED = ("entries_not_found", "entries_not_encoded", "vocabulary", "fil
 
 def render(data: ReportData) -> str:
     """The page's HTML."""
-    try:
-        import jinja2
-        import plotly  # noqa: F401 (fail here, with the extra to install, not mid-page)
-    except ImportError as error:
-        raise MissingExtraError(
-            f"the report needs {error.name}: pip install 'roberta-static[report]'"
-        ) from None
+    require_page_extra()
+    import jinja2
+
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("roberta_static", "templates"),
         autoescape=jinja2.select_autoescape(default=True),
@@ -53,8 +50,26 @@ def render(data: ReportData) -> str:
     )
 
 
-def write_report(data: ReportData, out: str | os.PathLike, overwrite: bool = False) -> Path:
-    """Write the page to ``out`` (refused if it exists, unless ``overwrite``)."""
+def require_page_extra() -> None:
+    """Raise :class:`MissingExtraError` naming the extra when plotly or jinja2 is missing.
+
+    Looks the packages up without importing them (plotly takes seconds), so a command can check
+    before its slow work rather than fail at the end.
+    """
+    for package in ("jinja2", "plotly"):
+        if importlib.util.find_spec(package) is None:
+            raise MissingExtraError(
+                f"the report needs {package}: pip install 'roberta-static[report]'"
+            )
+
+
+def check_report_file(out: str | os.PathLike, overwrite: bool = False) -> Path:
+    """``out`` as a path the page may be written to: refused if it exists, unless ``overwrite``.
+
+    Raises:
+        OutputError: ``out`` is a folder, exists without ``overwrite``, or has no parent folder.
+
+    """
     out = Path(out)
     if out.is_dir():
         raise OutputError(f"{out}: is a folder; give a file name such as report.html")
@@ -62,6 +77,12 @@ def write_report(data: ReportData, out: str | os.PathLike, overwrite: bool = Fal
         raise OutputError(f"{out}: exists; pass --overwrite to replace it")
     if not out.parent.is_dir():
         raise OutputError(f"{out.parent}: no such folder")
+    return out
+
+
+def write_report(data: ReportData, out: str | os.PathLike, overwrite: bool = False) -> Path:
+    """Write the page to ``out`` (refused if it exists, unless ``overwrite``)."""
+    out = check_report_file(out, overwrite)
     page = render(data)
     with atomic_files(out.parent) as staging:
         (staging / out.name).write_text(page, encoding="utf-8")

@@ -20,10 +20,10 @@ from .config import ALL_LAYERS, DistillConfig
 from .evaluate import PairScores, dataset_path, evaluate_pairs
 from .postprocess import PostProcessing, anisotropy
 from .vectors import StaticVectors
-from .vocab import Vocabulary
 
 if TYPE_CHECKING:
     from .progress import ProgressCallback
+    from .vocab import Vocabulary  # spaCy: not for the report, which reads sweep.csv
 
 CSV_FILE = "sweep.csv"
 PLOT_FILE = "sweep.png"

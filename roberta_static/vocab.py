@@ -71,11 +71,18 @@ class Vocabulary:
     def from_file(cls, path: str | os.PathLike, case: Case = "lower") -> Vocabulary:
         """Read one entry per line from a UTF-8 file (a leading byte order mark is dropped).
 
-        An empty result is an error.
+        A file holding NUL bytes is binary, as for corpus files, and an empty result is an error.
         """
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8-sig")
+            data = path.read_bytes()
+            if b"\0" in data:
+                line = data.count(b"\n", 0, data.index(b"\0")) + 1
+                raise VocabError(
+                    f"{path}:{line}: NUL byte: a binary file, not a vocabulary "
+                    "(expected UTF-8 text, one entry per line)"
+                )
+            text = data.decode("utf-8-sig")
         except FileNotFoundError:
             raise VocabError(f"{path}: vocabulary file not found") from None
         except (OSError, UnicodeDecodeError) as error:

@@ -435,3 +435,35 @@ def test_a_mapped_fill_its_check_finds_worse_is_warned(
     warned = result.output.startswith("warning: on its held-out check the mapped fill is further")
     assert warned == (mapped_cosine < 0.8)
     assert ("mean cosine 0.500 against 0.800" in result.output) == warned
+
+
+def test_a_binary_vocabulary_is_one_line_before_the_model_loads(corpus_file, tmp_path, monkeypatch):
+    def no_model(config):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("roberta_static.pipeline.load_pretrained", no_model)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(b"\0" * 1024)
+    out = tmp_path / "out"
+    result = run("distill", corpus_file, "--vocab", vocab, "--model", "minilm", "--out", out)
+    assert result.exit_code == 1 and not out.exists()
+    assert (
+        result.output == f"error: {vocab}:1: NUL byte: a binary file, not a vocabulary "
+        "(expected UTF-8 text, one entry per line)\n"
+    )
+
+
+@pytest.mark.parametrize("formats", ["", " , "])
+def test_export_refuses_an_empty_format_list_and_distill_takes_it_as_none(
+    roberta_dir, corpus_file, vocab_file, tmp_path, formats
+):
+    out = tmp_path / "out"
+    distilled = run("distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir,
+                    "-l", "1", "--out", out, "--formats", formats, "--quiet")  # fmt: skip
+    assert distilled.exit_code == 0, distilled.output
+    before = sorted(path.name for path in out.iterdir())
+    assert before == ["meta.json", "vectors.npy", "vocab.tsv"]
+    result = run("export", out, "--formats", formats)
+    assert result.exit_code == 1
+    assert result.output.startswith("error: --formats: name at least one of kv, word2vec,")
+    assert sorted(path.name for path in out.iterdir()) == before

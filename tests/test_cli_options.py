@@ -352,3 +352,29 @@ def test_library_options_keep_their_name_as_flag():
                 )
                 checked += 1
     assert checked > 20
+
+
+def test_layers_minus_zero_is_refused_before_torch_transformers_or_spacy_load(
+    corpus_file, tmp_path
+):
+    out = tmp_path / "out"
+    result = _probe("distill", corpus_file, "-m", "m", "-o", out, "--layers", "-0")
+    assert result.returncode != 0 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: --layers: -0 in '-0' is ambiguous")
+    assert result.stdout.strip() == "[]" and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--max-length", "3"], "error: --max-length: 3 leaves no room for text beside"),
+        (["--max-length", "2"], "error: --max-length: 2 leaves no room for text beside"),
+        (["--layers", "-100"], "error: --layers: [-100] out of range; this model has layers 0-2"),
+    ],
+)
+def test_options_the_model_cannot_serve_are_one_line_errors(
+    args, message, roberta_dir, corpus_file, tmp_path
+):
+    out = tmp_path / "out"
+    line = one_error_line(run("distill", corpus_file, "-m", roberta_dir, "-o", out, *args))
+    assert line.startswith(message) and not out.exists()

@@ -75,3 +75,15 @@ def test_errors_name_the_option_at_fault(changes, field):
         DistillConfig(model="m", **changes)
     assert caught.value.field == field
     assert str(caught.value) == f"{field}: {caught.value.problem}"
+
+
+@pytest.mark.parametrize("spec", ["-0", "1,-0", "-3--0", "-00"])
+def test_minus_zero_is_refused_rather_than_read_as_layer_0(spec):
+    with pytest.raises(ConfigError, match="layers: -0 in .* is ambiguous; write 0 .* or -1"):
+        DistillConfig(model="m", layers=spec)
+
+
+def test_max_length_leaves_room_for_two_tokens_of_text():
+    with pytest.raises(ConfigError, match="max_length: must be >= 2, got 1"):
+        DistillConfig(model="m", max_length=1)
+    assert DistillConfig(model="m", max_length=2).max_length == 2

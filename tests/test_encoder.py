@@ -138,3 +138,38 @@ def test_loading_prints_nothing_and_leaves_transformers_bars_as_they_were(
     assert "Loading" not in captured.err and captured.out == ""
     assert hf_logging.is_progress_bar_enabled() == bars_on
     hf_logging.enable_progress_bar()
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"layers": "-100"}, r"layers: \[-100\] out of range; this model has layers 0-2"),
+        (
+            {"max_length": 3},
+            "max_length: 3 leaves no room for text beside this model's 2 special tokens; "
+            "use at least 4",
+        ),
+    ],
+)
+def test_options_the_model_cannot_serve_fail_before_its_weights_load(
+    roberta_dir, monkeypatch, options, message
+):
+    import transformers
+
+    class NoWeights:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            raise AssertionError("the weights were loaded")
+
+    monkeypatch.setattr(transformers, "AutoModel", NoWeights)
+    with pytest.raises(ConfigError, match=message):
+        load_pretrained(DistillConfig(model=str(roberta_dir), **options))
+
+
+def test_an_encoder_with_no_room_beside_the_special_tokens_is_a_config_error(roberta_dir):
+    from roberta_static.encoder import Encoder
+
+    model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
+    with pytest.raises(ConfigError, match="max_length: 3 leaves no room"):
+        Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=3))
+    assert Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=4))

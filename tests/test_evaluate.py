@@ -197,3 +197,51 @@ def test_phrases_are_found_in_either_spelling():
     for query in ("new york", "new_york", "New_York"):
         assert find_key(folder_style, query, lower=True) == "new york"
         assert find_key(word2vec_style, query, lower=True) == "new_york"
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("word1\tword2\tscore\ncat\tdog\t7\n", r"x.tsv:1: score 'score' is not a number; a header"),
+        ("cat\tdog\t7\ncat\ttea\thigh\n", r"x.tsv:2: score 'high' is not a number$"),
+        ("cat\tdog\t7\n# note\ncat\ttea\tnan\n", r"x.tsv:3: score 'nan' is not a finite number"),
+        ("cat\tdog\t-inf\n", r"x.tsv:1: score '-inf' is not a finite number"),
+        ("cat\t\t7\n", r"x.tsv:1: expected word1<TAB>word2<TAB>score"),
+    ],
+)
+def test_a_bad_pair_line_is_named_with_its_problem(tmp_path, content, message):
+    path = tmp_path / "x.tsv"
+    path.write_text(content)
+    with pytest.raises(DatasetError, match=message):
+        read_pairs(path)
+
+
+def test_a_header_marked_as_a_comment_is_skipped_as_gensim_does(tmp_path):
+    path = tmp_path / "x.tsv"
+    path.write_text("# word1\tword2\tscore\ncat\tdog\t7\n")
+    assert read_pairs(path) == [("cat", "dog", 7.0)]
+    kv = KeyedVectors(2)
+    kv.add_vectors(["cat", "dog", "tea"], np.array([[1, 0], [0.6, 0.8], [0, 1]], np.float32))
+    path.write_text("# word1\tword2\tscore\ncat\tdog\t7\ncat\ttea\t2\ndog\ttea\t1\n")
+    assert kv.evaluate_word_pairs(str(path))[2] == 0  # gensim reads the same pairs
+
+
+def test_an_undecodable_pair_file_is_one_error(tmp_path):
+    path = tmp_path / "x.tsv"
+    path.write_bytes(b"caf\xe9\tdog\t7\n")
+    with pytest.raises(DatasetError, match="x.tsv: cannot read word pairs"):
+        read_pairs(path)
+
+
+def test_evaluate_names_the_bad_line_in_one_line(vectors_folder, tmp_path):
+    from typer.testing import CliRunner
+
+    from roberta_static.cli import app
+
+    path = write_pairs(tmp_path / "x.tsv", [("w0", "w1", 3)])
+    path.write_text("w0\tw1\tscore\n" + path.read_text())
+    result = CliRunner().invoke(app, ["evaluate", str(vectors_folder), "--dataset", str(path)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {path}:1: score 'score' is not a number; a header line must start with #\n"
+    )

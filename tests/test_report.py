@@ -90,8 +90,9 @@ def test_bad_input_is_one_line_and_writes_nothing(vectors_dir, tmp_path):
     out = tmp_path / "report.html"
     missing = run("report", tmp_path / "nope", "--out", out)
     assert missing.exit_code == 1 and "not a roberta-static vectors folder" in missing.output
-    unknown = run("report", vectors_dir, "--out", out, "--words", "cat,unicorn")
-    assert unknown.exit_code == 1 and "--words: 'unicorn' has no vector" in unknown.output
+    unknown = run("report", vectors_dir, "--out", out, "--words", "unicorn,pegasus")
+    assert unknown.exit_code == 1
+    assert "--words: no vector for any word given: unicorn, pegasus" in unknown.output
     no_sweep = run("report", vectors_dir, "--out", out, "--sweep", tmp_path)
     assert no_sweep.exit_code == 1 and "no sweep.csv" in no_sweep.output
     assert not out.exists() and list(tmp_path.iterdir()) == []
@@ -267,3 +268,59 @@ def test_layer_view_needs_its_three_options_and_the_word_in_the_sentence(
     )
     assert absent.exit_code == 1 and "--word: 'cat' does not occur in the sentence" in absent.output
     assert not out.exists()
+
+
+def test_a_word_without_a_vector_is_warned_about_and_left_out(vectors_dir, tmp_path):
+    out = tmp_path / "report.html"
+    result = run("report", vectors_dir, "--out", out, "--words", "zebraquux,cat")
+    assert result.exit_code == 0, result.output
+    assert "warning: --words: 'zebraquux' has no vector; left out" in result.output
+    page = out.read_text()
+    neighbours = page.split('<section id="neighbours">')[1].split("</section>")[0]
+    assert "cat <span" in neighbours and "without a vector: zebraquux" in neighbours
+
+
+PROBE = """
+import sys
+from roberta_static.cli import app
+try:
+    app(sys.argv[1:], prog_name="roberta-static")
+finally:
+    print(sorted(m for m in ("torch", "transformers", "spacy", "plotly", "umap") if m in sys.modules))
+"""
+
+
+def test_every_bad_input_is_refused_before_torch_plotly_umap_or_spacy_load(vectors_dir, tmp_path):
+    import subprocess
+    import sys
+
+    from roberta_static.postprocess import PostProcessing, postprocess
+
+    moved = tmp_path / "centered"
+    postprocess(StaticVectors.load(vectors_dir), PostProcessing(center=True)).save(moved)
+    mine = tmp_path / "mine.html"
+    mine.write_text("mine")
+    out = tmp_path / "report.html"
+    view = ("--sentence", "The cat sat.", "--word", "cat", "--model", tmp_path / "no-model")
+    cases = {
+        "not a roberta-static vectors folder": [tmp_path / "nope", "-o", out],
+        "pass --overwrite": [vectors_dir, "-o", mine],
+        "no such folder": [vectors_dir, "-o", tmp_path / "no" / "r.html"],
+        "--words: no vector for any word given: unicorn": [vectors_dir, "-o", out, "--words", "unicorn"],
+        "nosuch.tsv: no such file": [vectors_dir, "-o", out, "-d", "nosuch.tsv"],
+        "no sweep.csv": [vectors_dir, "-o", out, "--sweep", tmp_path],
+        "needs --sentence, --word and --model": [vectors_dir, "-o", out, "--word", "cat"],
+        "post-processed (center)": [moved, "-o", out, *view],
+        "--word: 'dog' does not occur in the sentence": [vectors_dir, "-o", out, *view[:3], "dog", *view[4:]],
+    }  # fmt: skip
+    for message, args in cases.items():
+        result = subprocess.run(
+            [sys.executable, "-c", PROBE, "report", *map(str, args)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
+        assert result.stdout.strip() == "[]", message
+    assert not out.exists() and mine.read_text() == "mine"

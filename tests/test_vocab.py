@@ -173,3 +173,13 @@ def test_sentences_from_a_components_hook_are_the_matchers_sentences():
         (". I", []),
         ("love york", [(5, 9, 1)]),
     ]
+
+
+@pytest.mark.parametrize(
+    "content,line", [(b"\0" * 64, 1), (b"cat\ndog\n\0\0\0\n", 3), (b"\xff\xfec\0a\0t\0", 1)]
+)
+def test_a_binary_vocabulary_is_refused_naming_the_file(tmp_path, content, line):
+    path = tmp_path / "vocab.bin"
+    path.write_bytes(content)
+    with pytest.raises(VocabError, match=rf"vocab.bin:{line}: NUL byte: a binary file"):
+        Vocabulary.from_file(path)
