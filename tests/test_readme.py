@@ -56,3 +56,13 @@ def test_gensim_example_reads_the_real_counts(tmp_path, monkeypatch):
         if line.startswith("kv = "):  # each way of loading the vectors
             expected = vectors.counts[vectors.words.index(word)]
             assert namespace["kv"].get_vecattr(word, "count") == expected, line
+
+
+def test_spacy_example_leaves_the_vectors_as_loaded(tmp_path, monkeypatch):
+    vectors = example_vectors(tmp_path / "out" / "example")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(readme_code("Use in spaCy"), namespace)  # ends with the pipeline saved and reloaded
+    table = namespace["nlp"].vocab.vectors
+    for word in vectors.words:
+        np.testing.assert_array_equal(table[word], vectors[word], err_msg=word)
