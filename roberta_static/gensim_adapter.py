@@ -30,11 +30,11 @@ def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -
     Example:
         >>> vecs = StaticVectors(["a", "b"], np.eye(2, dtype=np.float32), np.array([1, 5]))
         >>> kv = to_keyed_vectors(vecs)
-        >>> kv.index_to_key, kv.get_vecattr("b", "count")
+        >>> kv.index_to_key, int(kv.get_vecattr("b", "count"))
         (['b', 'a'], 5)
 
     """
-    order = np.argsort(-vectors.counts, kind="stable")
+    order = vectors.rows_by_count
     words = [vectors.words[i] for i in order]
     if phrase_joiner is not None:
         words = [phrase_joiner.join(w.split(" ")) for w in words]
