@@ -134,3 +134,19 @@ def test_existing_export_needs_overwrite_and_bad_weights_are_refused(folder):
         export(folder, ["word2vec"], sif_coefficient=1e-3)
     with pytest.raises(ConfigError, match="sif_coefficient: must be between 0 and 1, got 1.5"):
         export(folder, ["model2vec"], overwrite=True, sif_coefficient=1.5)
+
+
+def test_exported_files_follow_the_umask(folder):
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        export(folder, ["model2vec", "sentence-transformers"])
+    finally:
+        os.umask(old)
+    for library in ("model2vec", "sentence-transformers"):
+        modes = {
+            path.name: stat.S_IMODE(path.stat().st_mode) for path in (folder / library).iterdir()
+        }
+        assert modes["model.safetensors"] == 0o640 and set(modes.values()) == {0o640}, modes
