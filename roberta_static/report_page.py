@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .atomic import atomic_files
-from .errors import MissingExtraError, OutputError
+from .errors import MissingExtraError, OutputError, install_hint
 from .evaluate import MIN_COVERAGE, MIN_COVERED
 from .report import ReportData
 
@@ -29,7 +29,7 @@ def render(data: ReportData) -> str:
         import plotly  # noqa: F401 (fail here, with the extra to install, not mid-page)
     except ImportError as error:
         raise MissingExtraError(
-            f"the report needs {error.name}: pip install 'roberta-static[report]'"
+            f"the report needs {error.name}: {install_hint('report')}"
         ) from None
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("roberta_static", "templates"),

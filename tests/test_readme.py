@@ -66,3 +66,21 @@ def test_spacy_example_leaves_the_vectors_as_loaded(tmp_path, monkeypatch):
     table = namespace["nlp"].vocab.vectors
     for word in vectors.words:
         np.testing.assert_array_equal(table[word], vectors[word], err_msg=word)
+
+
+def test_install_hints_work_from_a_checkout():
+    """The package is on no index: README and messages install extras from the checkout."""
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    extras = set(setup["options.extras_require"])
+    sources = [
+        p for d in ("roberta_static", "cli", "spacy_plugin") for p in (ROOT / d).rglob("*.py")
+    ]
+    for path in [ROOT / "README.md", *sources]:
+        text = path.read_text(encoding="utf-8")
+        assert "roberta-static[" not in text, path
+        for named in re.findall(r'pip install -c constraints\.txt (?:-e )?"\.\[([\w,]+)\]"', text):
+            assert set(named.split(",")) <= extras, (path, named)
+    assert "../" not in (ROOT / "README.md").read_text(encoding="utf-8")  # nothing outside it

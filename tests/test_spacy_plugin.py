@@ -324,3 +324,16 @@ def test_spacy_assemble_builds_the_pipeline_from_config(handmade, tmp_path):
     nlp = spacy.load(tmp_path / "assembled")
     assert nlp.pipe_names == ["roberta_static", "tok2vec"]
     assert nlp("Kitten")[0].has_vector and nlp("Kitten").tensor.shape == (1, 8)
+
+
+def test_without_spacy_transformers_the_error_says_how_to_install_it(monkeypatch):
+    from roberta_static.errors import ModelLoadError
+    from roberta_static.spacy_plugin.transformer_source import load_from_spacy_pipeline
+
+    monkeypatch.setitem(sys.modules, "spacy_transformers", None)  # its import now fails
+    with pytest.raises(ModelLoadError) as caught:
+        load_from_spacy_pipeline("spacy:en_core_web_trf")
+    assert str(caught.value) == (
+        'spacy:en_core_web_trf: needs spacy-transformers: pip install -c constraints.txt ".[trf]" '
+        "in the roberta-static checkout"
+    )
