@@ -56,7 +56,7 @@ ALLOW_PICKLE = Flag("--allow-pickle", help="Load pickled .bin weights when there
 ALLOW_PICKLED_VECTORS = Flag("--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)")
 QUIET = Flag("--quiet", "-q", help="No progress bar or summary")
 OVERWRITE = Flag("--overwrite", help="Replace an output folder that roberta-static wrote (never one holding other files)")
-SIF_COEFFICIENT = Opt(None, "--sif-coefficient", min=0, max=1, help="Weight words by a/(a + p(word)) in the model2vec and sentence-transformers exports (SIF; p from the counts, so distill with --max-contexts 0); 1e-3 is a common a", show_default=False)
+SIF_COEFFICIENT = Opt(None, "--sif-coefficient", min=0, max=1, help="SIF weighting of the model2vec and sentence-transformers exports: each word's vector times a/(a + p(word)), p its share of the counts (so distill with --max-contexts 0); the SIF paper's usual a is 1e-3", show_default=False)
 DATASETS = Opt(["simlex999", "wordsim353"], "--dataset", "-d", help="Word-pair dataset: simlex999, wordsim353 (bundled with gensim) or a word1<TAB>word2<TAB>score file; repeat for several")
 # fmt: on
 

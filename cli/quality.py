@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from ._util import Arg, Flag, Opt, one_line_errors
 from .options import (
@@ -172,7 +172,8 @@ def _print_sweep(results: list) -> None:
     datasets = list(results[0].scores)
     processings = list(dict.fromkeys(r.postprocessing for r in results))
     columns = [f"{d}\n{p}" for p in processings for d in datasets]
-    table = Table("candidate", *columns, "anisotropy\n(none)")
+    # Labels never wrap ("mean" over "0-2" would read as two rows); the score headers give way.
+    table = Table(Column("candidate", no_wrap=True), *columns, "anisotropy\n(none)")
     for label in dict.fromkeys(r.candidate.label for r in results):
         rows = {r.postprocessing: r for r in results if r.candidate.label == label}
         scores = [_score(rows[p].scores[d].spearman, ".1f") for p in processings for d in datasets]

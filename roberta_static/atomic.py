@@ -169,3 +169,10 @@ def _remove_created(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             pass
+
+
+def follow_umask(*paths: Path) -> None:
+    """Give files the mode ``open`` would: safetensors' ``save_file`` writes them private (0600)."""
+    mode = 0o666 & ~_umask()
+    for path in paths:
+        path.chmod(mode)

@@ -94,3 +94,14 @@ def short_list(items: Sequence[object], shown: int = 10) -> str:
     """
     listed = ", ".join(str(item) for item in items[:shown])
     return listed + (f" and {len(items) - shown:,} more" if len(items) > shown else "")
+
+
+def install_hint(extra: str) -> str:
+    """How to add an optional extra: the package installs from its checkout, not from an index.
+
+    Example:
+        >>> install_hint("ray")
+        'pip install -c constraints.txt ".[ray]" in the roberta-static checkout'
+
+    """
+    return f'pip install -c constraints.txt ".[{extra}]" in the roberta-static checkout'

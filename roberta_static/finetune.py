@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_directory, check_output_dir
+from .atomic import atomic_directory, check_output_dir, follow_umask
 from .checkpoint import StopNow, corpus_identity
 from .config import _CHOICES, Device, DType, parse_devices
 from .corpus import Corpus, Position
@@ -235,6 +235,7 @@ def finetune(
     record["corpus"] = identity
     with atomic_directory(out, True, (finetune_run_entries,)) as staging:
         training.save(staging)
+        follow_umask(*staging.glob("*.safetensors"))  # written private, unlike the other files
         (staging / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
     return out
 

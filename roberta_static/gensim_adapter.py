@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from gensim.models import KeyedVectors
 
-from .errors import VectorsError
+from .errors import ConfigError, VectorsError
 from .vectors import EXPORT_FILES, StaticVectors
 
 GensimFormat = Literal["kv", "word2vec", "word2vec-bin"]
@@ -30,11 +30,11 @@ def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -
     Example:
         >>> vecs = StaticVectors(["a", "b"], np.eye(2, dtype=np.float32), np.array([1, 5]))
         >>> kv = to_keyed_vectors(vecs)
-        >>> kv.index_to_key, kv.get_vecattr("b", "count")
+        >>> kv.index_to_key, int(kv.get_vecattr("b", "count"))
         (['b', 'a'], 5)
 
     """
-    order = np.argsort(-vectors.counts, kind="stable")
+    order = vectors.rows_by_count
     words = [vectors.words[i] for i in order]
     if phrase_joiner is not None:
         words = [phrase_joiner.join(w.split(" ")) for w in words]
@@ -80,6 +80,12 @@ def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> K
     A word2vec file gets its counts from the ``.vocab`` file beside it when there is one (else
     gensim makes up counts from the row order). A ``.kv`` file is a pickle, which can run code when
     loaded: it is read only with ``allow_pickle=True``.
+
+    Raises:
+        ConfigError: A ``.kv`` file without ``allow_pickle`` (its ``field`` names the option, so
+            each caller can name its own spelling: ``--allow-pickle``, spaCy's ``allow_pickle``).
+        VectorsError: No such file, or not a word2vec file.
+
     """
     path = Path(path)
     if path.is_dir():
@@ -88,8 +94,10 @@ def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> K
         raise VectorsError(f"{path}: no such vectors folder or file")
     if path.suffix == ".kv":
         if not allow_pickle:
-            raise VectorsError(
-                f"{path}: .kv files are pickles; pass --allow-pickle if you trust it"
+            raise ConfigError(
+                f"needed for {path}, a pickle (gensim .kv) that can run code when loaded; turn it "
+                "on only for a file you trust",
+                field="allow_pickle",
             )
         return KeyedVectors.load(str(path))
     counts = counts_path(path)

@@ -39,11 +39,20 @@ def cosines(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray) -> np.ndar
     return (matrix @ query) / np.where(norms > 0, norms, 1)
 
 
-def top_rows(scores: np.ndarray, topn: int, exclude: set[int]) -> list[int]:
-    """The ``topn`` highest-scoring rows, best first, leaving out ``exclude``."""
-    count = min(topn + len(exclude), len(scores))
+def top_rows(
+    scores: np.ndarray, topn: int, exclude: set[int], among: np.ndarray | None = None
+) -> list[int]:
+    """The ``topn`` highest-scoring rows (of ``among``, when given), best first, but ``exclude``.
+
+    Example:
+        >>> top_rows(np.array([0.9, 0.1, 0.5, 0.7]), 2, exclude={0}, among=np.array([0, 1, 2]))
+        [2, 1]
+
+    """
+    rows = np.arange(len(scores)) if among is None else among
+    count = min(topn + len(exclude), len(rows))
     if count == 0:
         return []
-    best = np.argpartition(-scores, count - 1)[:count]
+    best = rows[np.argpartition(-scores[rows], count - 1)[:count]]
     best = best[np.argsort(-scores[best], kind="stable")]
     return [int(row) for row in best if row not in exclude][:topn]

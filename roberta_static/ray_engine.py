@@ -37,7 +37,7 @@ from .checkpoint import Checkpoint, Checkpointing, StopNow
 from .config import DistillConfig
 from .corpus import Corpus
 from .encoder import Encoder
-from .errors import ConfigError, Interrupted, RobertaStaticError
+from .errors import ConfigError, Interrupted, RobertaStaticError, install_hint
 from .progress import Progress, ProgressCallback
 from .ray_workers import (
     EncoderActor,
@@ -72,7 +72,7 @@ def import_ray() -> Any:
         import ray
     except ImportError:
         raise ConfigError(
-            'the Ray engine needs Ray: pip install "roberta-static[ray]"', field="engine"
+            f"the Ray engine needs Ray: {install_hint('ray')}", field="engine"
         ) from None
     return ray
 

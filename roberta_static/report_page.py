@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .atomic import atomic_files
-from .errors import MissingExtraError, OutputError
+from .errors import MissingExtraError, OutputError, install_hint
 from .evaluate import MIN_COVERAGE, MIN_COVERED
 from .report import ReportData
 
@@ -59,7 +59,7 @@ def require_page_extra() -> None:
     for package in ("jinja2", "plotly"):
         if importlib.util.find_spec(package) is None:
             raise MissingExtraError(
-                f"the report needs {package}: pip install 'roberta-static[report]'"
+                f"the report needs {package}: {install_hint('report')}"
             )
 
 

@@ -23,6 +23,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 
+from .atomic import follow_umask
 from .errors import ConfigError
 from .vectors import StaticVectors
 
@@ -94,7 +95,7 @@ def write_model2vec(
     """
     ids, matrix = token_table(vectors, sif_coefficient)
     folder.mkdir()
-    save_file({"embeddings": matrix}, str(folder / "model.safetensors"))
+    _write_weights({"embeddings": matrix}, folder)
     word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / "tokenizer.json"))
     config = {
         "model_type": "model2vec",
@@ -125,7 +126,7 @@ def write_sentence_transformers(
     """
     ids, matrix = token_table(vectors, sif_coefficient)
     folder.mkdir()
-    save_file({"embedding.weight": matrix}, str(folder / "model.safetensors"))
+    _write_weights({"embedding.weight": matrix}, folder)
     word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / "tokenizer.json"))
     _write_json(folder / "modules.json", [_module("")])
     _write_json(
@@ -199,6 +200,12 @@ def model_card(vectors: StaticVectors, library: str, sif_coefficient: float | No
 
 def _module(path: str) -> dict[str, object]:
     return {"idx": 0, "name": "0", "path": path, "type": STATIC_EMBEDDING}
+
+
+def _write_weights(tensors: dict[str, np.ndarray], folder: Path) -> None:
+    path = folder / "model.safetensors"
+    save_file(tensors, str(path))
+    follow_umask(path)  # readable by whoever may read the folder's other files
 
 
 def _write_json(path: Path, data: object) -> None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,7 +70,11 @@ class StaticVectors:
     ``"Paris"`` finds ``paris``. A phrase is found with single spaces or as ``new_york``, the
     word2vec spelling. Queries answer as gensim's ``KeyedVectors`` does, without copying the matrix
     into one; vector lengths are computed on the first query, so replace ``vectors`` rather than
-    editing it in place after querying.
+    editing it in place after querying. gensim's names ``index_to_key``, ``key_to_index`` and
+    ``vector_size`` work too, and iterating gives the entries in row order.
+
+    Rows keep the vocabulary's order (a vocabulary file's, or descending corpus frequency for one
+    built from the corpus), not the order of :attr:`counts`; :meth:`to_keyed_vectors` sorts them.
 
     Example:
         >>> vecs = StaticVectors(["cat", "dog"], np.eye(2, dtype=np.float32), np.array([3, 1]))
@@ -100,10 +105,14 @@ class StaticVectors:
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._find(key) is not None
 
+    def __iter__(self) -> Iterator[str]:
+        """The entries in row order, as ``index_to_key``."""
+        return iter(self.words)
+
     def __getitem__(self, keys: str | Sequence[str]) -> np.ndarray:
         """The vector of a key (read-only), or a ``[len(keys), dim]`` array for a list of keys."""
-        if isinstance(keys, str):
-            return self.get_vector(keys)
+        if isinstance(keys, str) or not isinstance(keys, Iterable):
+            return self.get_vector(keys)  # get_index explains why a number is not a key
         return np.vstack([self.get_vector(key) for key in keys])
 
     def __str__(self) -> str:
@@ -123,13 +132,42 @@ class StaticVectors:
         """Width of each vector."""
         return int(self.vectors.shape[1])
 
+    @property
+    def vector_size(self) -> int:
+        """The width of each vector, as gensim names it (:attr:`dim`)."""
+        return self.dim
+
+    @property
+    def index_to_key(self) -> list[str]:
+        """The entry of each row, as gensim names it (:attr:`words`)."""
+        return self.words
+
+    @property
+    def key_to_index(self) -> Mapping[str, int]:
+        """The row of each entry spelled as in :attr:`words` (read-only).
+
+        Only exact spellings: :meth:`get_index` also applies the case policy and reads ``_`` as a
+        space.
+        """
+        return MappingProxyType(self._index)
+
     @cached_property
     def norms(self) -> np.ndarray:
         """Length of each row, computed once on first use."""
         return np.linalg.norm(self.vectors, axis=1)
 
+    @cached_property
+    def rows_by_count(self) -> np.ndarray:
+        """Row numbers by descending count, ties in row order (the rows of ``to_keyed_vectors``)."""
+        return np.argsort(-self.counts, kind="stable")
+
     def get_index(self, key: str) -> int:
         """Row of a word or phrase under the case policy; :class:`KeyNotFoundError` if none."""
+        if not isinstance(key, str):
+            raise KeyNotFoundError(
+                f"{key} is not a word or phrase (keys are strings; row i is .vectors[i], its "
+                "entry .words[i])"
+            )
         row = self._find(key)
         if row is None:
             policy = " (looked up lower-cased)" if self.case == "lower" else ""
@@ -153,6 +191,7 @@ class StaticVectors:
         positive: Key | Sequence[Key | tuple[Key, float]] | None = None,
         negative: Key | Sequence[Key | tuple[Key, float]] | None = None,
         topn: int | None = 10,
+        restrict_vocab: int | None = None,
     ) -> list[tuple[str, float]] | np.ndarray:
         """Entries nearest by cosine to the mean of ``positive`` minus ``negative``, as in gensim.
 
@@ -164,6 +203,11 @@ class StaticVectors:
             positive: A word, phrase or vector, or a list of them.
             negative: The same, pulling the other way (``king - man + woman``).
             topn: How many neighbours; ``None`` returns the cosine of every row.
+            restrict_vocab: Search only this many entries, those with the highest counts (ties in
+                row order). gensim searches its first N rows, which are these in the
+                ``KeyedVectors`` of :meth:`to_keyed_vectors` (sorted by count): both give the same
+                answer. Our rows are not sorted by count (see the class), so the first N rows
+                would not be the most frequent entries. Needs a ``topn``.
 
         Returns:
             ``(entry, cosine)`` pairs, best first; or an array of cosines with ``topn=None``.
@@ -177,6 +221,7 @@ class StaticVectors:
             [('a', 0.894), ('b', 0.447)]
 
         """
+        searched = self._most_frequent(restrict_vocab, topn)
         if topn is not None and topn < 1:
             return []
         terms = [*_weighted(positive, 1.0), *_weighted(negative, -1.0)]
@@ -185,7 +230,8 @@ class StaticVectors:
         scores = cosines(self.vectors, self.norms, query)
         if topn is None:
             return scores
-        return [(self.words[row], float(scores[row])) for row in top_rows(scores, topn, asked)]
+        best = top_rows(scores, topn, asked, searched)
+        return [(self.words[row], float(scores[row])) for row in best]
 
     def similarity(self, first: Key, second: Key) -> float:
         """Cosine similarity of two words, phrases or vectors.
@@ -197,6 +243,19 @@ class StaticVectors:
 
         """
         return float(unit(self._as_vector(first)) @ unit(self._as_vector(second)))
+
+    def _most_frequent(self, restrict_vocab: int | None, topn: int | None) -> np.ndarray | None:
+        """The rows ``restrict_vocab`` lets :meth:`most_similar` search (None: all of them)."""
+        if restrict_vocab is None:
+            return None
+        if topn is None:
+            raise ConfigError(
+                "needs a topn (with topn=None every row's cosine is returned)",
+                field="restrict_vocab",
+            )
+        if restrict_vocab < 1:
+            raise ConfigError(f"must be >= 1, got {restrict_vocab}", field="restrict_vocab")
+        return self.rows_by_count[:restrict_vocab]
 
     def _as_vector(self, key: Key) -> np.ndarray:
         if isinstance(key, str):

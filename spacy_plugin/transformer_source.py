@@ -10,7 +10,7 @@ from typing import Any
 
 import spacy
 
-from roberta_static.errors import ModelLoadError
+from roberta_static.errors import ModelLoadError, install_hint
 
 PREFIX = "spacy:"
 
@@ -21,9 +21,7 @@ def load_from_spacy_pipeline(spec: str) -> tuple[Any, Any]:
     try:
         from spacy_transformers import Transformer
     except ImportError:
-        raise ModelLoadError(
-            f"{spec}: needs spacy-transformers; install it with pip install 'roberta-static[trf]'"
-        ) from None
+        raise ModelLoadError(f"{spec}: needs spacy-transformers: {install_hint('trf')}") from None
     try:
         nlp = spacy.load(name)
     except (OSError, ValueError) as error:

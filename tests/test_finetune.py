@@ -445,3 +445,16 @@ def test_cli_bad_inputs_one_line_nothing_left(
     if "batch" in problem:
         assert lines[0].startswith("error: --batch-tokens: "), result.output
     assert not out.exists()
+
+
+def test_output_files_follow_the_umask(mlm_dir: Path, corpus: Path, tmp_path: Path):
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        finetune(corpus, tmp_path / "out", FinetuneConfig(str(mlm_dir), max_steps=1, **FAST))
+    finally:
+        os.umask(old)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "out").iterdir()}
+    assert modes["model.safetensors"] == 0o640 and set(modes.values()) == {0o640}, modes

@@ -210,7 +210,7 @@ def test_a_bad_line_in_a_shard_is_one_line_naming_the_file_and_line(
 
 def test_without_ray_installed_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
-    with pytest.raises(ConfigError, match=r'pip install "roberta-static\[ray\]"'):
+    with pytest.raises(ConfigError, match=r'pip install -c constraints.txt "\.\[ray\]"'):
         import_ray()
 
 

@@ -56,3 +56,31 @@ def test_gensim_example_reads_the_real_counts(tmp_path, monkeypatch):
         if line.startswith("kv = "):  # each way of loading the vectors
             expected = vectors.counts[vectors.words.index(word)]
             assert namespace["kv"].get_vecattr(word, "count") == expected, line
+
+
+def test_spacy_example_leaves_the_vectors_as_loaded(tmp_path, monkeypatch):
+    vectors = example_vectors(tmp_path / "out" / "example")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(readme_code("Use in spaCy"), namespace)  # ends with the pipeline saved and reloaded
+    table = namespace["nlp"].vocab.vectors
+    for word in vectors.words:
+        np.testing.assert_array_equal(table[word], vectors[word], err_msg=word)
+
+
+def test_install_hints_work_from_a_checkout():
+    """The package is on no index: README and messages install extras from the checkout."""
+    import configparser
+
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    extras = set(setup["options.extras_require"])
+    sources = [
+        p for d in ("roberta_static", "cli", "spacy_plugin") for p in (ROOT / d).rglob("*.py")
+    ]
+    for path in [ROOT / "README.md", *sources]:
+        text = path.read_text(encoding="utf-8")
+        assert "roberta-static[" not in text, path
+        for named in re.findall(r'pip install -c constraints\.txt (?:-e )?"\.\[([\w,]+)\]"', text):
+            assert set(named.split(",")) <= extras, (path, named)
+    assert "../" not in (ROOT / "README.md").read_text(encoding="utf-8")  # nothing outside it

@@ -89,7 +89,8 @@ def test_similarity_ranks_close_pair_above_far_pair(handmade):
     assert nlp("cat").similarity(nlp("kitten")) > nlp("cat").similarity(nlp("car"))
     doc = nlp("my cat and my car")
     assert doc[1:2].similarity(nlp("kitten")) > doc[4:5].similarity(nlp("kitten"))
-    keys, _, scores = nlp.vocab.vectors.most_similar(nlp.vocab.vectors["cat"][None, :], n=2)
+    query = nlp.vocab.vectors["cat"].copy()  # most_similar normalises its query in place
+    keys, _, scores = nlp.vocab.vectors.most_similar(query[None, :], n=2)
     assert nlp.vocab.strings[int(keys[0][1])] == "kitten"
 
 
@@ -112,7 +113,7 @@ def test_word2vec_files_and_pickles(handmade, tmp_path):
         nlp = spacy.blank("en")
         nlp.add_pipe("roberta_static", config={"vectors": str(handmade / name)})
         assert nlp("KITTEN")[0].has_vector and nlp.vocab.vectors.shape == (5, 4)
-    with pytest.raises(RobertaStaticError, match="pickles"):
+    with pytest.raises(RobertaStaticError, match="a pickle"):
         spacy.blank("en").add_pipe(
             "roberta_static", config={"vectors": str(handmade / "vectors.kv")}
         )
@@ -323,3 +324,34 @@ def test_spacy_assemble_builds_the_pipeline_from_config(handmade, tmp_path):
     nlp = spacy.load(tmp_path / "assembled")
     assert nlp.pipe_names == ["roberta_static", "tok2vec"]
     assert nlp("Kitten")[0].has_vector and nlp("Kitten").tensor.shape == (1, 8)
+
+
+def test_without_spacy_transformers_the_error_says_how_to_install_it(monkeypatch):
+    from roberta_static.errors import ModelLoadError
+    from roberta_static.spacy_plugin.transformer_source import load_from_spacy_pipeline
+
+    monkeypatch.setitem(sys.modules, "spacy_transformers", None)  # its import now fails
+    with pytest.raises(ModelLoadError) as caught:
+        load_from_spacy_pipeline("spacy:en_core_web_trf")
+    assert str(caught.value) == (
+        'spacy:en_core_web_trf: needs spacy-transformers: pip install -c constraints.txt ".[trf]" '
+        "in the roberta-static checkout"
+    )
+
+
+def test_a_pickle_refused_names_the_option_as_the_caller_spells_it(handmade, tmp_path):
+    from roberta_static.exports import export
+    from roberta_static.spacy_plugin import create_vectors_loader
+
+    export(handmade, ["kv"])
+    kv = str(handmade / "vectors.kv")
+    expected = f"allow_pickle: needed for {kv}, a pickle (gensim .kv) that can run code when loaded"
+    with pytest.raises(RobertaStaticError) as from_factory:
+        spacy.blank("en").add_pipe("roberta_static", config={"vectors": kv})
+    with pytest.raises(RobertaStaticError) as from_loader:
+        create_vectors_loader(kv)(spacy.blank("en"))
+    for caught in (from_factory, from_loader):
+        assert str(caught.value).startswith(expected)
+    result = CliRunner().invoke(app, ["spacy-init", kv, str(tmp_path / "pipeline")])
+    from_cli = "error: --allow-pickle: " + expected.removeprefix("allow_pickle: ")
+    assert result.exit_code == 1 and result.output.startswith(from_cli)

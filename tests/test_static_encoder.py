@@ -134,3 +134,44 @@ def test_existing_export_needs_overwrite_and_bad_weights_are_refused(folder):
         export(folder, ["word2vec"], sif_coefficient=1e-3)
     with pytest.raises(ConfigError, match="sif_coefficient: must be between 0 and 1, got 1.5"):
         export(folder, ["model2vec"], overwrite=True, sif_coefficient=1.5)
+
+
+def test_exported_files_follow_the_umask(folder):
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        export(folder, ["model2vec", "sentence-transformers"])
+    finally:
+        os.umask(old)
+    for library in ("model2vec", "sentence-transformers"):
+        modes = {
+            path.name: stat.S_IMODE(path.stat().st_mode) for path in (folder / library).iterdir()
+        }
+        assert modes["model.safetensors"] == 0o640 and set(modes.values()) == {0o640}, modes
+
+
+def help_of(output: str, begins: str) -> str:
+    """The text of the option whose help begins with ``begins``, joined across the lines it wraps."""
+    lines = output.splitlines()
+    first = next(i for i, line in enumerate(lines) if begins in line)
+    column = lines[first].index(begins)
+    cells = [lines[first][column:]]
+    for line in lines[first + 1 :]:
+        if "--" in line[:column] or not line.startswith("│"):
+            break  # the next option, or the end of the box
+        cells.append(line[column:])
+    return " ".join(" ".join(cells).replace("│", " ").split())
+
+
+def test_sif_help_reads_whole_at_80_columns():
+    from typer.testing import CliRunner
+
+    from roberta_static.cli import app
+    from roberta_static.cli.options import SIF_COEFFICIENT
+
+    for command in ("distill", "export"):
+        output = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80"}).output
+        shown = help_of(output, SIF_COEFFICIENT.help[:12])
+        assert shown == SIF_COEFFICIENT.help and shown.endswith(" is 1e-3"), (command, shown)

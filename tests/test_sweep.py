@@ -112,3 +112,20 @@ def test_sweep_cautions_on_thin_coverage_and_never_names_nan_a_best(
     best = next(line for line in result.output.splitlines() if line.startswith("best on thin"))
     assert best.endswith("3 of 4 pairs)")
     assert "nan" not in result.output.lower()
+
+
+def test_sweep_table_keeps_each_label_on_one_line_at_80_columns(
+    roberta_dir, corpus_file, vocab_file, tmp_path
+):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("cat\tdog\t8\ncat\tgarden\t2\nparis\tgarden\t6\ndog\tgarden\t3\n")
+    inputs = [str(corpus_file), "--vocab", str(vocab_file), "--model", str(roberta_dir), "-q"]
+    datasets = ["--dataset", str(pairs), "--dataset", "simlex999"]
+    result = CliRunner().invoke(
+        app, ["sweep", *inputs, "--out", str(tmp_path / "s"), *datasets], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│")]
+    assert max(len(line) for line in rows) <= 80
+    labels = [line.split("│")[1].strip() for line in rows]
+    assert labels == list(dict.fromkeys(c.label for c in candidates(2))), result.output

@@ -185,3 +185,36 @@ def test_loading_and_querying_import_neither_torch_transformers_nor_spacy(pair, 
         check=True,
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_gensim_names_and_iteration(pair):
+    ours, kv = pair
+    assert list(ours) == ours.index_to_key == kv.index_to_key
+    assert ours.key_to_index == kv.key_to_index and ours.vector_size == kv.vector_size == 16
+    with pytest.raises(TypeError):
+        ours.key_to_index["w0"] = 5  # read-only: lookups must not go stale
+    from roberta_static.errors import KeyNotFoundError
+
+    hint = r"^0 is not a word or phrase \(keys are strings; row i is \.vectors\[i\], its entry"
+    for lookup in (lambda: ours[0], lambda: ours[[0, 1]], lambda: ours.get_vector(np.int64(0))):
+        with pytest.raises(KeyNotFoundError, match=hint):
+            lookup()
+
+
+def test_restrict_vocab_searches_the_most_frequent_entries(pair):
+    ours, _ = pair
+    ours.counts = ours.counts[::-1].copy()  # rows in neither count order: the middle counts most
+    ours.counts[20:30] += 1000
+    most_frequent = {ours.words[i] for i in range(20, 30)}
+    kv = ours.to_keyed_vectors()  # sorted by count: its first N rows are the N most frequent
+    for query in ("w25", "w0", ours.vectors[3]):
+        found = ours.most_similar(query, topn=4, restrict_vocab=10)
+        assert {word for word, _ in found} <= most_frequent
+        assert_same_neighbours(found, kv.most_similar(query, topn=4, restrict_vocab=10))
+    assert len(ours.most_similar("w25", topn=20, restrict_vocab=10)) == 9
+    from roberta_static.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^restrict_vocab: must be >= 1, got 0$"):
+        ours.most_similar("w1", restrict_vocab=0)
+    with pytest.raises(ConfigError, match="^restrict_vocab: needs a topn"):
+        ours.most_similar("w1", topn=None, restrict_vocab=10)
