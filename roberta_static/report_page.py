@@ -58,9 +58,7 @@ def require_page_extra() -> None:
     """
     for package in ("jinja2", "plotly"):
         if importlib.util.find_spec(package) is None:
-            raise MissingExtraError(
-                f"the report needs {package}: {install_hint('report')}"
-            )
+            raise MissingExtraError(f"the report needs {package}: {install_hint('report')}")
 
 
 def check_report_file(out: str | os.PathLike, overwrite: bool = False) -> Path:
