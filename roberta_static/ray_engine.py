@@ -191,7 +191,9 @@ class RayPass:
                     saved_at = time.monotonic()
         finally:
             self.cancelled.set()
-            pool.shutdown(wait=False, cancel_futures=True)
+            # Wait for the shard threads: each sees ``cancelled`` within a poll. One still in a
+            # Ray call when the cluster shuts down makes Ray end the whole process.
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _report(self, progress: _Progress, merged: _Merged) -> None:
         while True:
