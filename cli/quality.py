@@ -150,7 +150,7 @@ def sweep_command(
             max_vocab=max_vocab, fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle,
         )
-        from roberta_static.sweep import sweep_folder_entries
+        from roberta_static.outputs import sweep_folder_entries
 
         check_output_dir(out, overwrite, [sweep_folder_entries])
         # torch, transformers and spaCy load only once the options and paths have passed.
