@@ -8,7 +8,8 @@ import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir
 from roberta_static.checkpoint import CHECKPOINT_DIR, Checkpointing, StopNow, checkpoint_entries
-from roberta_static.corpus import check_readable, list_corpus_files
+from roberta_static.corpus import check_readable
+from roberta_static.corpus_files import OWN_OUTPUT, find_corpus_files
 from roberta_static.errors import (
     ConfigError,
     Interrupted,
@@ -144,7 +145,7 @@ def distill_command(
                 raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
             config, saved = given, None
             _check_fresh_output(out, overwrite)
-            check_readable(list_corpus_files(corpus))
+            check_readable(_corpus_files(corpus))
         ray_only = [flag(name) for name in ("ray_address", "encoders") if typed_by_user(ctx, name)]
         if ray_only and config.engine != "ray":
             verb = "apply" if len(ray_only) > 1 else "applies"
@@ -183,6 +184,18 @@ def distill_command(
             _summarise(vectors.meta["stats"], out)
 
 
+def _corpus_files(paths: list[Path]) -> list[Path]:
+    """The files to read; what the corpus folders hold that is not read is said on stderr."""
+    listing = find_corpus_files(paths)
+    ours = [str(path) for path, why in listing.skipped.items() if why == OWN_OUTPUT]
+    others = [f"{path} ({why})" for path, why in listing.skipped.items() if why != OWN_OUTPUT]
+    if ours:
+        typer.echo(f"note: not read as corpus, as roberta-static wrote it: {short_list(ours, 3)}", err=True)
+    if others:
+        typer.echo(f"warning: not read in the corpus folders: {short_list(others, 3)}", err=True)
+    return listing.files
+
+
 def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -> tuple:
     """Output folder, corpus, config and state of the checkpointed run.
 
@@ -194,7 +207,7 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     saved = load_checkpoint(folder)
     config = make_config(**{**saved.config, **typed})
     paths = corpus or [Path(path) for path in saved.files]
-    files = list_corpus_files(paths)
+    files = _corpus_files(paths)
     found = differences(saved, config, files)
     if vocab is not None:
         from roberta_static.vocab import Vocabulary

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -435,3 +436,57 @@ def test_a_mapped_fill_its_check_finds_worse_is_warned(
     warned = result.output.startswith("warning: on its held-out check the mapped fill is further")
     assert warned == (mapped_cosine < 0.8)
     assert ("mean cosine 0.500 against 0.800" in result.output) == warned
+
+
+def test_a_rerun_into_an_output_inside_the_corpus_folder_reads_the_same_corpus(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "text.txt").write_text("\n".join(CORPUS_LINES) + "\n")
+    out = corpus / "out"
+    args = ["distill", corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+            "--out", out, "--formats", "word2vec", "-q"]  # fmt: skip
+    first = run(*args)
+    assert first.exit_code == 0 and first.output == ""
+    before = StaticVectors.load(out)
+    again = run(*args, "--overwrite")
+    assert again.exit_code == 0
+    assert again.output == f"note: not read as corpus, as roberta-static wrote it: {out}\n"
+    after = StaticVectors.load(out)
+    text = corpus / "text.txt"
+    assert after.meta["corpus"] == [{"path": str(text), "bytes": text.stat().st_size}]
+    assert before.meta["corpus"] == after.meta["corpus"]
+    assert after.meta["stats"]["paths_skipped"] == {str(out): "a folder roberta-static wrote"}
+    assert after.words == before.words
+    np.testing.assert_array_equal(after.vectors, before.vectors)
+
+
+def test_pipes_and_broken_links_in_a_corpus_folder_are_warned_and_recorded(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "text.txt").write_text("\n".join(CORPUS_LINES) + "\n")
+    os.mkfifo(corpus / "fifo")
+    (corpus / "gone.txt").symlink_to("moved.txt")
+    out = tmp_path / "out"
+    result = run("distill", corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+                 "--out", out, "-q")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f"warning: not read in the corpus folders: {corpus / 'fifo'} (a pipe), "
+        f"{corpus / 'gone.txt'} (a broken symbolic link to moved.txt)\n"
+    )
+    assert StaticVectors.load(out).meta["stats"]["paths_skipped"] == {
+        str(corpus / "fifo"): "a pipe",
+        str(corpus / "gone.txt"): "a broken symbolic link to moved.txt",
+    }
+
+
+def test_standard_input_as_corpus_is_refused_saying_why(roberta_dir, vocab_file, tmp_path):
+    result = run("distill", "-", "--vocab", vocab_file, "--model", roberta_dir,
+                 "--out", tmp_path / "out")  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output.startswith("error: -: standard input cannot be a corpus; corpus files")
+    assert not (tmp_path / "out").exists()
