@@ -27,6 +27,7 @@ from ._util import (
     check_not_flag_values,
     flag,
     one_line_errors,
+    require_inputs,
     stop_on_signals,
     typed_by_user,
 )
@@ -141,8 +142,8 @@ def distill_command(
             out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
             check_output_dir(out, True, OUTPUT_KINDS)
         else:
-            if given is None or out is None or not corpus:
-                raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
+            inputs = {"CORPUS": corpus, "--model": model, "--out": out}
+            require_inputs("distill", inputs, "--resume OUT")
             config, saved = given, None
             _check_fresh_output(out, overwrite)
             check_readable(_corpus_files(corpus))

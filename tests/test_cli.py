@@ -406,9 +406,19 @@ def test_a_run_failing_before_its_first_report_prints_only_the_error(tmp_path, c
     assert result.stderr.startswith(f"error: {not_a_model}: cannot load a model")
 
 
-def test_distill_needs_its_inputs_and_resume_needs_a_checkpoint(tmp_path):
-    bare = run("distill")
-    assert bare.exit_code == 1 and "distill needs CORPUS, --model and --out" in bare.output
+def test_distill_names_the_inputs_left_out_and_resume_needs_a_checkpoint(corpus_file, tmp_path):
+    needs = "needs CORPUS, --model and --out (or --resume OUT); "
+    for args, missing in (
+        ([], "CORPUS, --model and --out are"),
+        ([corpus_file, "--model", "minilm"], "--out is"),
+        (["--model", "minilm", "--out", tmp_path / "out"], "CORPUS is"),
+    ):
+        result = run("distill", *args)
+        assert result.exit_code == 2
+        assert result.output == f"error: distill {needs}{missing} missing\n"
+    assert run("finetune", corpus_file, "--out", tmp_path / "out").output == (
+        f"error: finetune {needs}--model is missing\n"
+    )
     missing = run("distill", "--resume", tmp_path)
     assert missing.exit_code == 1 and "no checkpoint to resume from" in missing.output
 
