@@ -88,13 +88,16 @@ def finetune_command(
                 spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
                 trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
             )
+        from roberta_static.atomic import check_not_source, output_lock
         from roberta_static.finetune import finetune
 
         from .progress import FinetuneProgressBar
 
+        if Path(config.model).is_dir():
+            check_not_source(out, Path(config.model))
         stop = StopRequest()
         quiet_transformers()
-        with stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
+        with output_lock(out), stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
             try:
                 finetune(
                     corpus, out, config, overwrite=overwrite, resume=resume is not None,

@@ -25,24 +25,31 @@ def spacy_init_command(
         import spacy
 
         from roberta_static import __version__
-        from roberta_static.atomic import atomic_directory, check_output_dir
+        from roberta_static.atomic import (
+            atomic_directory,
+            check_not_source,
+            check_output_dir,
+            output_lock,
+        )
         from roberta_static.errors import ConfigError
         from roberta_static.outputs import PIPELINE_MARK, pipeline_entries
 
-        check_output_dir(out, overwrite, [pipeline_entries])
-        try:
-            nlp = spacy.blank(base.removeprefix("blank:")) if base.startswith("blank:") else spacy.load(base)
-        except (OSError, ImportError) as error:
-            raise ConfigError(f"--base: cannot load {base!r} ({error})") from None
-        nlp.add_pipe(
-            "roberta_static",
-            config={
-                "vectors": str(vectors),
-                "replace_trained_vectors": replace_trained_vectors,
-                "allow_pickle": allow_pickle,
-            },
-        )
-        nlp.meta[PIPELINE_MARK] = {"written_by": "roberta-static spacy-init", "version": __version__}
-        with atomic_directory(out, overwrite, [pipeline_entries]) as staging:
-            nlp.to_disk(staging)
+        check_not_source(out, vectors)
+        with output_lock(out):
+            check_output_dir(out, overwrite, [pipeline_entries])
+            try:
+                nlp = spacy.blank(base.removeprefix("blank:")) if base.startswith("blank:") else spacy.load(base)
+            except (OSError, ImportError) as error:
+                raise ConfigError(f"--base: cannot load {base!r} ({error})") from None
+            nlp.add_pipe(
+                "roberta_static",
+                config={
+                    "vectors": str(vectors),
+                    "replace_trained_vectors": replace_trained_vectors,
+                    "allow_pickle": allow_pickle,
+                },
+            )
+            nlp.meta[PIPELINE_MARK] = {"written_by": "roberta-static spacy-init", "version": __version__}
+            with atomic_directory(out, overwrite, [pipeline_entries]) as staging:
+                nlp.to_disk(staging)
         typer.echo(f"wrote {out}: {nlp.vocab.vectors.shape[0]:,} vectors; spacy.load({str(out)!r})")
