@@ -17,9 +17,9 @@ from typer.core import TyperCommand, TyperGroup
 from roberta_static.errors import ConfigError, Interrupted, RobertaStaticError
 
 try:  # recent typer carries its own copy of click
-    from typer._click.exceptions import ClickException
+    from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # older typer uses the click package
-    from click import ClickException
+    from click import ClickException, UsageError
 
 Arg = typer.Argument
 Opt = typer.Option
@@ -155,6 +155,27 @@ def stop_on_signals(checkpointing: Stoppable) -> Iterator[None]:
     finally:
         for signum, earlier in previous.items():
             signal.signal(signum, earlier)
+
+
+def require_inputs(command: str, inputs: dict[str, Any], instead: str) -> None:
+    """A usage error (exit status 2) naming the required inputs left out, if any.
+
+    Args:
+        command: The command, for the message.
+        inputs: Each input as the user writes it (``CORPUS``, ``--out``) and its value.
+        instead: What may replace them all (``--resume OUT``).
+
+    """
+    missing = [name for name, value in inputs.items() if value is None or value == []]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise UsageError(
+            f"{command} needs {_and(list(inputs))} (or {instead}); {_and(missing)} {verb} missing"
+        )
+
+
+def _and(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + " and " * (len(names) > 1) + names[-1]
 
 
 def typed_by_user(ctx: typer.Context, name: str) -> bool:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
-from roberta_static.atomic import atomic_directory, check_output_dir
-from roberta_static.checkpoint import CHECKPOINT_DIR, Checkpointing, StopNow, checkpoint_entries
-from roberta_static.corpus import check_readable, list_corpus_files
+from roberta_static.atomic import atomic_directory, check_output_dir, output_lock
+from roberta_static.checkpoint import (
+    CHECKPOINT_DIR,
+    Checkpoint,
+    Checkpointing,
+    StopNow,
+    checkpoint_entries,
+)
+from roberta_static.config import DistillConfig
+from roberta_static.corpus import check_readable
+from roberta_static.corpus_files import OWN_OUTPUT, find_corpus_files
 from roberta_static.errors import (
     ConfigError,
     Interrupted,
@@ -17,7 +28,7 @@ from roberta_static.errors import (
     short_list,
 )
 from roberta_static.model_source import SPACY_PREFIX, resolve_model_name
-from roberta_static.vectors import vectors_folder_entries
+from roberta_static.vectors import StaticVectors, vectors_folder_entries
 
 from ._util import (
     Arg,
@@ -26,6 +37,7 @@ from ._util import (
     check_not_flag_values,
     flag,
     one_line_errors,
+    require_inputs,
     stop_on_signals,
     typed_by_user,
 )
@@ -130,57 +142,109 @@ def distill_command(
 
         export_formats = parse_formats(formats)
         check_options(export_formats, sif_coefficient)
-        if resume is not None:
-            if out is not None and out.resolve() != resume.resolve():
-                raise ConfigError(
-                    f"--out with --resume: a resumed run writes into its own folder, {resume}; "
-                    "leave --out out"
-                )
-            typed = {name: value for name, value in options.items() if typed_by_user(ctx, name)}
-            out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
-            check_output_dir(out, True, OUTPUT_KINDS)
-        else:
-            if given is None or out is None or not corpus:
-                raise ConfigError("distill needs CORPUS, --model and --out (or --resume OUT)")
-            config, saved = given, None
-            _check_fresh_output(out, overwrite)
-            check_readable(list_corpus_files(corpus))
-        ray_only = [flag(name) for name in ("ray_address", "encoders") if typed_by_user(ctx, name)]
-        if ray_only and config.engine != "ray":
-            verb = "apply" if len(ray_only) > 1 else "applies"
-            raise ConfigError(f"{' and '.join(ray_only)} {verb} only with --engine ray")
-        if not config.model.startswith(SPACY_PREFIX):
-            resolve_model_name(config.model)
-        # torch, transformers and spaCy load only once the options and paths have passed.
-        from roberta_static.pipeline import distill
-
-        from .progress import DistillProgress
-
-        checkpointing = Checkpointing(out, checkpoint_every)
-        quiet_transformers()
-        with stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
-            try:
-                vectors = distill(
-                    corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
-                    resume_from=saved,
-                )
-                checkpointing.nothing_to_lose = False  # the vectors are in hand: write them
-            except StopNow:
-                raise Interrupted(_stopped_before_any_batch(out, saved is not None)) from None
-            except RobertaStaticError as error:
-                if isinstance(error, Interrupted) or not checkpointing.written:
-                    raise
-                raise type(error)(
-                    f"{error}; the work before it is kept in {out / CHECKPOINT_DIR}: fix the "
-                    f"input, then resume with: roberta-static distill --resume {out}"
-                ) from None
-        replace_run = overwrite or (out / CHECKPOINT_DIR).exists()
-        with atomic_directory(out, replace_run, OUTPUT_KINDS) as staging:
-            vectors.write_into(staging)
-            write_exports(vectors, staging, export_formats, sif_coefficient)
+        if resume is None:
+            inputs = {"CORPUS": corpus, "--model": model, "--out": out}
+            require_inputs("distill", inputs, "--resume OUT")
+        elif out is not None and out.resolve() != resume.resolve():
+            raise ConfigError(
+                f"--out with --resume: a resumed run writes into its own folder, {resume}; "
+                "leave --out out"
+            )
+        out = resume or out
+        # Held from here to the end: a second run into the folder is refused at once.
+        with output_lock(out):
+            if resume is not None:
+                typed = {name: value for name, value in options.items() if typed_by_user(ctx, name)}
+                out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
+                check_output_dir(out, True, OUTPUT_KINDS)
+            else:
+                config, saved = given, None
+                _check_fresh_output(out, overwrite)
+                check_readable(_corpus_files(corpus))
+            _check_engine_options(ctx, config)
+            checkpointing = Checkpointing(out, checkpoint_every)
+            with _says_how_to_go_on(out, saved, checkpointing):
+                vectors = _run(corpus, vocab, config, checkpointing, saved, quiet)
+                # The finished output replaces the checkpoint of this run or of the one resumed.
+                replace = overwrite or saved is not None or checkpointing.written
+                with atomic_directory(out, replace, OUTPUT_KINDS) as staging:
+                    vectors.write_into(staging)
+                    write_exports(vectors, staging, export_formats, sif_coefficient)
         _warn(vectors.meta["stats"])
         if not quiet:
             _summarise(vectors.meta["stats"], out)
+
+
+def _check_engine_options(ctx: typer.Context, config: DistillConfig) -> None:
+    """Refuse options of an engine the run does not use, and a model name that cannot load."""
+    ray_only = [flag(name) for name in ("ray_address", "encoders") if typed_by_user(ctx, name)]
+    if ray_only and config.engine != "ray":
+        verb = "apply" if len(ray_only) > 1 else "applies"
+        raise ConfigError(f"{' and '.join(ray_only)} {verb} only with --engine ray")
+    if not config.model.startswith(SPACY_PREFIX):
+        resolve_model_name(config.model)
+
+
+def _run(
+    corpus: list[Path],
+    vocab: Path | None,
+    config: DistillConfig,
+    checkpointing: Checkpointing,
+    saved: Checkpoint | None,
+    quiet: bool,
+) -> StaticVectors:
+    """The pass, with checkpoints, a progress bar, and Ctrl-C as a clean stop."""
+    # torch, transformers and spaCy load only once the options and paths have passed.
+    from roberta_static.pipeline import distill
+
+    from .progress import DistillProgress
+
+    out = checkpointing.folder
+    quiet_transformers()
+    with stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
+        try:
+            vectors = distill(
+                corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
+                resume_from=saved,
+            )
+            checkpointing.nothing_to_lose = False  # the vectors are in hand: write them
+        except StopNow:
+            raise Interrupted(_stopped_before_any_batch(out, saved is not None)) from None
+    return vectors
+
+
+@contextmanager
+def _says_how_to_go_on(
+    out: Path, saved: Checkpoint | None, checkpointing: Checkpointing
+) -> Iterator[None]:
+    """Errors once the work is kept in a checkpoint say how to go on: fix or free space, resume.
+
+    The checkpoint is this run's, or the one it resumed; a stop says how to resume by itself.
+    """
+    try:
+        yield
+    except RobertaStaticError as error:
+        if isinstance(error, Interrupted) or (saved is None and not checkpointing.written):
+            raise
+        if not isinstance(error, OutputError):
+            then = f"the work before it is kept in {out / CHECKPOINT_DIR}: fix the input, then"
+        elif error.errno in (errno.ENOSPC, errno.EDQUOT):
+            then = "free space, then"
+        else:
+            then = "once it can be written,"
+        raise type(error)(f"{error}; {then} resume with: roberta-static distill --resume {out}") from None
+
+
+def _corpus_files(paths: list[Path]) -> list[Path]:
+    """The files to read; what the corpus folders hold that is not read is said on stderr."""
+    listing = find_corpus_files(paths)
+    ours = [str(path) for path, why in listing.skipped.items() if why == OWN_OUTPUT]
+    others = [f"{path} ({why})" for path, why in listing.skipped.items() if why != OWN_OUTPUT]
+    if ours:
+        typer.echo(f"note: not read as corpus, as roberta-static wrote it: {short_list(ours, 3)}", err=True)
+    if others:
+        typer.echo(f"warning: not read in the corpus folders: {short_list(others, 3)}", err=True)
+    return listing.files
 
 
 def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -> tuple:
@@ -194,7 +258,7 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     saved = load_checkpoint(folder)
     config = make_config(**{**saved.config, **typed})
     paths = corpus or [Path(path) for path in saved.files]
-    files = list_corpus_files(paths)
+    files = _corpus_files(paths)
     found = differences(saved, config, files)
     if vocab is not None:
         from roberta_static.vocab import Vocabulary

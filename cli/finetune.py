@@ -18,7 +18,7 @@ from roberta_static.finetune import (
     StopRequest,
 )
 
-from ._util import Flag, Opt, flag, one_line_errors, stop_on_signals, typed_by_user
+from ._util import Flag, Opt, flag, one_line_errors, require_inputs, stop_on_signals, typed_by_user
 from .options import (
     ALLOW_PICKLE,
     CORPUS,
@@ -77,9 +77,8 @@ def finetune_command(
         if resume is not None:
             _check_no_new_options(ctx, resume, out)
             out, config = resume, _saved_config(resume)
-        elif model is None or out is None:
-            raise ConfigError("finetune needs CORPUS, --model and --out (or --resume OUT)")
         else:
+            require_inputs("finetune", {"CORPUS": corpus, "--model": model, "--out": out}, "--resume OUT")
             config = FinetuneConfig(
                 model=model, max_length=max_length, mlm_probability=mlm_probability,
                 whole_word_mask=whole_word_mask, epochs=epochs, max_steps=max_steps,
@@ -89,13 +88,16 @@ def finetune_command(
                 spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
                 trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
             )
+        from roberta_static.atomic import check_not_source, output_lock
         from roberta_static.finetune import finetune
 
         from .progress import FinetuneProgressBar
 
+        if Path(config.model).is_dir():
+            check_not_source(out, Path(config.model))
         stop = StopRequest()
         quiet_transformers()
-        with stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
+        with output_lock(out), stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
             try:
                 finetune(
                     corpus, out, config, overwrite=overwrite, resume=resume is not None,

@@ -141,7 +141,7 @@ def sweep_command(
     # fmt: on
     """Score every layer and range of layers in one pass; write a table, sweep.csv and sweep.png."""
     with one_line_errors():
-        from roberta_static.atomic import atomic_directory, check_output_dir
+        from roberta_static.atomic import atomic_directory, check_output_dir, output_lock
 
         config = make_config(
             model=model, pool=pool, max_contexts=max_contexts, batch_tokens=batch_tokens,
@@ -150,20 +150,21 @@ def sweep_command(
             max_vocab=max_vocab, fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle,
         )
-        from roberta_static.sweep import sweep_folder_entries
+        from roberta_static.outputs import sweep_folder_entries
 
-        check_output_dir(out, overwrite, [sweep_folder_entries])
-        # torch, transformers and spaCy load only once the options and paths have passed.
-        from roberta_static.sweep import CSV_FILE, PLOT_FILE, plot, run_sweep, write_csv
+        with output_lock(out):
+            check_output_dir(out, overwrite, [sweep_folder_entries])
+            # torch, transformers and spaCy load only once the options and paths have passed.
+            from roberta_static.sweep import CSV_FILE, PLOT_FILE, plot, run_sweep, write_csv
 
-        from .progress import DistillProgress
+            from .progress import DistillProgress
 
-        quiet_transformers()
-        with DistillProgress(disable=quiet) as bar:
-            results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)
-        with atomic_directory(out, overwrite, [sweep_folder_entries]) as staging:
-            write_csv(results, staging / CSV_FILE)
-            plot(results, staging / PLOT_FILE)
+            quiet_transformers()
+            with DistillProgress(disable=quiet) as bar:
+                results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)
+            with atomic_directory(out, overwrite, [sweep_folder_entries]) as staging:
+                write_csv(results, staging / CSV_FILE)
+                plot(results, staging / PLOT_FILE)
         _print_sweep(results)
         typer.echo(f"wrote {out / CSV_FILE} and {out / PLOT_FILE}")
 
@@ -231,6 +232,7 @@ def postprocess_command(
     # fmt: on
     """Post-process a vectors folder into a new one (steps run in the order listed)."""
     with one_line_errors():
+        from roberta_static.atomic import check_not_source, output_lock
         from roberta_static.errors import ConfigError
         from roberta_static.postprocess import PostProcessing, postprocess
         from roberta_static.vectors import StaticVectors
@@ -238,5 +240,7 @@ def postprocess_command(
         steps = PostProcessing(center, remove_top_pcs, pca, normalize)
         if steps.is_identity:
             raise ConfigError("postprocess: choose at least one of --center, --remove-top-pcs, --pca, --normalize")
-        postprocess(StaticVectors.load(source), steps).save(out, overwrite=overwrite)
+        check_not_source(out, source)
+        with output_lock(out):
+            postprocess(StaticVectors.load(source), steps).save(out, overwrite=overwrite)
         typer.echo(f"wrote {out}")

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from ._util import Arg, Flag, Opt, one_line_errors
 from .options import ALLOW_PICKLED_VECTORS
-
-# The key spacy-init adds to the pipeline's meta.json: how --overwrite knows it wrote a folder.
-_MARK = "roberta_static"
 
 
 # fmt: off
@@ -29,36 +25,31 @@ def spacy_init_command(
         import spacy
 
         from roberta_static import __version__
-        from roberta_static.atomic import atomic_directory, check_output_dir
-        from roberta_static.errors import ConfigError
-
-        check_output_dir(out, overwrite, [_pipeline_entries])
-        try:
-            nlp = spacy.blank(base.removeprefix("blank:")) if base.startswith("blank:") else spacy.load(base)
-        except (OSError, ImportError) as error:
-            raise ConfigError(f"--base: cannot load {base!r} ({error})") from None
-        nlp.add_pipe(
-            "roberta_static",
-            config={
-                "vectors": str(vectors),
-                "replace_trained_vectors": replace_trained_vectors,
-                "allow_pickle": allow_pickle,
-            },
+        from roberta_static.atomic import (
+            atomic_directory,
+            check_not_source,
+            check_output_dir,
+            output_lock,
         )
-        nlp.meta[_MARK] = {"written_by": "roberta-static spacy-init", "version": __version__}
-        with atomic_directory(out, overwrite, [_pipeline_entries]) as staging:
-            nlp.to_disk(staging)
+        from roberta_static.errors import ConfigError
+        from roberta_static.outputs import PIPELINE_MARK, pipeline_entries
+
+        check_not_source(out, vectors)
+        with output_lock(out):
+            check_output_dir(out, overwrite, [pipeline_entries])
+            try:
+                nlp = spacy.blank(base.removeprefix("blank:")) if base.startswith("blank:") else spacy.load(base)
+            except (OSError, ImportError) as error:
+                raise ConfigError(f"--base: cannot load {base!r} ({error})") from None
+            nlp.add_pipe(
+                "roberta_static",
+                config={
+                    "vectors": str(vectors),
+                    "replace_trained_vectors": replace_trained_vectors,
+                    "allow_pickle": allow_pickle,
+                },
+            )
+            nlp.meta[PIPELINE_MARK] = {"written_by": "roberta-static spacy-init", "version": __version__}
+            with atomic_directory(out, overwrite, [pipeline_entries]) as staging:
+                nlp.to_disk(staging)
         typer.echo(f"wrote {out}: {nlp.vocab.vectors.shape[0]:,} vectors; spacy.load({str(out)!r})")
-
-
-def _pipeline_entries(folder: Path) -> tuple[str, ...] | None:
-    """What a pipeline folder holds, when spacy-init wrote it (see ``atomic.OwnEntries``)."""
-    try:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get(_MARK), dict):
-        return None
-    names = {str(name) for key in ("pipeline", "components") for name in meta.get(key, [])}
-    # nlp.to_disk writes these, and one folder or file (NAME.json) per component.
-    return ("config.cfg", "meta.json", "tokenizer", "vocab", *names, *(f"{n}.*" for n in names))

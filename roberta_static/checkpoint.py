@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import write_failed
+from .atomic import missing_folders, remove_if_empty, write_failed
 from .config import DistillConfig
 from .corpus import Position, is_compressed
 from .errors import ConfigError
@@ -99,11 +99,16 @@ def _sampled_digest(path: Path, end: int, mtime_ns: int) -> str:
 
 
 def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
-    """Write ``folder/.checkpoint`` atomically; returns its path."""
+    """Write ``folder/.checkpoint`` atomically; returns its path.
+
+    A failed write keeps the previous checkpoint, and leaves no folder it made for the first.
+    """
+    created = missing_folders(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{CHECKPOINT_DIR}.new.", dir=folder))
     except OSError as error:
+        remove_if_empty(created)
         raise write_failed(folder / CHECKPOINT_DIR, error) from None
     try:
         for name in _ARRAYS:
@@ -137,6 +142,7 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
             os.replace(staging, target)
     except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        remove_if_empty(created)
         if isinstance(error, OSError):
             raise write_failed(folder / CHECKPOINT_DIR, error) from None
         raise

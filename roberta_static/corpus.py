@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .corpus_files import find_corpus_files
 from .errors import CorpusError
 
 _DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
@@ -28,30 +29,6 @@ _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 # Units are cut near this size: spaCy refuses texts over nlp.max_length, and memory stays bounded.
 MAX_UNIT_BYTES = 100_000
 MAX_UNIT_CHARS = 100_000
-
-
-def list_corpus_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    """Expand files and folders (recursively, sorted, hidden entries skipped) into corpus files."""
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
-            if not found:
-                raise CorpusError(f"{path}: folder holds no files")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise CorpusError(f"{path}: no such file or folder")
-    if not files:
-        raise CorpusError("no corpus path given")
-    return files
 
 
 def decode(data: bytes) -> tuple[str, int]:
@@ -140,9 +117,10 @@ class Corpus:
     A unit is one line of a text file (ended by LF, CRLF or a lone CR), or the ``text_field`` of
     one line of a JSONL file, in Unicode NFC, without the byte order mark a file may start with;
     units longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory stays bounded whatever the
-    line length. Files holding NUL bytes are binary: they are skipped
-    and listed in ``binary_files``. While iterating, ``bytes_read`` follows the position in the
-    input, for progress bars.
+    line length. Files holding NUL bytes are binary: they are skipped and listed in
+    ``binary_files``; what the folders hold that is not read is in ``skipped`` (see
+    :class:`~roberta_static.corpus_files.CorpusFiles`). While iterating, ``bytes_read`` follows
+    the position in the input, for progress bars.
 
     Example:
         >>> corpus = Corpus(["examples/wiki.txt"])  # doctest: +SKIP
@@ -151,7 +129,9 @@ class Corpus:
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike], text_field: str = "text") -> None:
-        self.files = list_corpus_files(paths)
+        listing = find_corpus_files(paths)
+        self.files = listing.files
+        self.skipped = listing.skipped
         self.text_field = text_field
         self.total_bytes = sum(f.stat().st_size for f in self.files)
         self.bytes_read = 0
@@ -266,6 +246,7 @@ class TextCorpus:
         self.texts = texts
         self.reiterable = iter(texts) is not texts  # a generator or file is its own iterator
         self.files: list[Path] = []
+        self.skipped: dict[Path, str] = {}
         self.total_bytes = 0  # unknown until read
         self.bytes_read = 0
         self.bad_bytes = 0

@@ -23,9 +23,8 @@ from .checkpoint import StopNow, corpus_identity
 from .config import _CHOICES, Device, DType, parse_devices
 from .corpus import Corpus, Position
 from .errors import ConfigError, CorpusError, ModelLoadError, require_minimums, short_list
+from .outputs import FINETUNE_FILE, RUN_DIR, finetune_run_entries
 
-FINETUNE_FILE = "finetune.json"
-RUN_DIR = ".finetune"  # Trainer's checkpoints of an unfinished run, inside the output folder
 MINIMUMS = {"max_length": 8, "max_steps": 1, "batch_size": 1, "batch_tokens": 8, "save_every": 1}
 BATCH_SIZE = 8  # blocks per step when neither batch_size nor batch_tokens is given
 
@@ -165,13 +164,6 @@ class StopRequest(threading.Event):
         if self.nothing_to_lose:
             self.nothing_to_lose = False  # a second request waits for the first to finish
             raise StopNow
-
-
-def finetune_run_entries(folder: Path) -> tuple[str, ...] | None:
-    """A fine-tuning output's entries, when ``folder`` holds one (see ``atomic.OwnEntries``)."""
-    if (folder / FINETUNE_FILE).is_file() or (folder / RUN_DIR / FINETUNE_FILE).is_file():
-        return ("*",)
-    return None
 
 
 def finetune(

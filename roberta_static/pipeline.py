@@ -197,6 +197,7 @@ def distill_from_model(
         means, counts = accumulator.means()
         seen = state.remaining < contexts_allowed(config)
     stats.vocabulary = vocabulary_stats(vocab)
+    stats.paths_skipped = {str(path): why for path, why in corpus.skipped.items()}
     if stats.sentences == 0:
         raise CorpusError(f"{corpus}: corpus holds no text")
     keep = counts > 0

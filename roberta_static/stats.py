@@ -15,7 +15,8 @@ class RunStats:
     ``entries_not_found`` lists the vocabulary entries that never occur in the corpus;
     ``entries_not_encoded`` those that occur, but never in a form the encoder could read (each
     occurrence longer than the model's input window, or without subwords). Neither has a
-    contextual vector; ``fill_unseen`` may still give them one.
+    contextual vector; ``fill_unseen`` may still give them one. ``paths_skipped`` names what the
+    corpus folders hold that was not read, with why (see ``corpus_files.CorpusFiles``).
     """
 
     text_units: int = 0
@@ -33,6 +34,7 @@ class RunStats:
     bad_bytes: int = 0
     stopped_early: bool = False
     binary_files_skipped: list[str] = field(default_factory=list)
+    paths_skipped: dict[str, str] = field(default_factory=dict)
     entries: int = 0
     entries_found: int = 0
     entries_filled: int = 0

@@ -18,26 +18,16 @@ import numpy as np
 
 from .config import ALL_LAYERS, DistillConfig
 from .evaluate import PairScores, dataset_path, evaluate_pairs
+from .outputs import CSV_FILE as CSV_FILE  # the sweep's readers import its names from here
+from .outputs import CSV_HEADER
+from .outputs import PLOT_FILE as PLOT_FILE
+from .outputs import sweep_folder_entries as sweep_folder_entries
 from .postprocess import PostProcessing, anisotropy
 from .vectors import StaticVectors
 
 if TYPE_CHECKING:
     from .progress import ProgressCallback
     from .vocab import Vocabulary  # spaCy: not for the report, which reads sweep.csv
-
-CSV_FILE = "sweep.csv"
-PLOT_FILE = "sweep.png"
-CSV_HEADER = (
-    "candidate",
-    "layers",
-    "postprocessing",
-    "anisotropy",
-    "dataset",
-    "spearman",
-    "pearson",
-    "covered",
-    "pairs",
-)
 
 
 @dataclass(frozen=True)
@@ -192,16 +182,3 @@ def plot(results: list[SweepResult], path: str | os.PathLike) -> None:
     figure.tight_layout()
     figure.savefig(Path(path), dpi=120)
     pyplot.close(figure)
-
-
-def sweep_folder_entries(folder: Path) -> tuple[str, ...] | None:
-    """What a sweep folder holds, when ``folder`` is one this package wrote (see ``OwnEntries``).
-
-    The mark is a ``sweep.csv`` that starts with our header.
-    """
-    try:
-        with open(folder / CSV_FILE, encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), None)
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return None
-    return (CSV_FILE, PLOT_FILE) if header == list(CSV_HEADER) else None

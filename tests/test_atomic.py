@@ -5,15 +5,18 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from roberta_static.atomic import check_output_dir
+from roberta_static.atomic import check_output_dir, output_lock
 from roberta_static.checkpoint import checkpoint_entries
 from roberta_static.errors import OutputError
 from roberta_static.exports import export
-from roberta_static.sweep import sweep_folder_entries, write_csv
+from roberta_static.outputs import sweep_folder_entries
+from roberta_static.sweep import write_csv
 from roberta_static.vectors import StaticVectors, vectors_folder_entries
 
 VECTORS = StaticVectors(["cat", "dog"], np.eye(2, dtype=np.float32), np.array([2, 1]))
@@ -139,3 +142,47 @@ def test_a_failed_swap_keeps_the_previous_output_and_leaves_no_debris(
     with pytest.raises(OutputError, match=r"writing failed \(Device or resource busy\)"):
         StaticVectors(["bird"], np.ones((1, 2)), np.array([1])).save(out, overwrite=True)
     assert snapshot(tmp_path) == before
+
+
+HOLD = """
+import sys
+from roberta_static.atomic import output_lock
+with output_lock(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_held_output_folder_is_refused_by_any_name_until_its_holder_ends(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "link").symlink_to(out)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        for name in (out, tmp_path / "link", tmp_path / "." / "out"):
+            with pytest.raises(OutputError) as caught, output_lock(name):
+                pass
+            assert str(caught.value) == (
+                f"{name}: another roberta-static run is writing it (process {holder.pid}); "
+                "wait for it to end, or choose another output folder"
+            )
+    finally:
+        holder.kill()  # SIGKILL: the holder ends without releasing anything itself
+        holder.wait()
+    assert (tmp_path / ".out.lock").read_text() == f"{holder.pid}\n"  # left by the crash
+    with output_lock(out):
+        assert (tmp_path / ".out.lock").read_text() == f"{os.getpid()}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "out"]
+
+
+def test_the_lock_makes_missing_parents_and_removes_them_if_left_empty(tmp_path):
+    out = tmp_path / "a" / "b" / "out"
+    with output_lock(out):
+        assert (tmp_path / "a" / "b" / ".out.lock").is_file()
+    assert not (tmp_path / "a").exists()
+    with output_lock(out):
+        VECTORS.save(out)
+    assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["out"]

@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import CORPUS_LINES, PausedRun
+from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
-from roberta_static.checkpoint import Checkpointing, StopNow, load_checkpoint
+from roberta_static.checkpoint import Checkpointing, StopNow, load_checkpoint, save_checkpoint
+from roberta_static.cli import app
 from roberta_static.corpus import Corpus
 from roberta_static.encoder import load_pretrained
 from roberta_static.errors import ConfigError, Interrupted, OutputError
@@ -176,10 +178,6 @@ def test_failed_checkpoint_write_keeps_the_previous_one(
     out = tmp_path / "out"
     checkpoint_first_chunk(long_corpus, vocab_file, config, out)
     first = load_checkpoint(out)
-
-    def no_space(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
     monkeypatch.setattr(np, "save", no_space)
     stop = threading.Event()
     stop.set()
@@ -409,3 +407,50 @@ def test_resume_names_a_finished_run_and_an_old_checkpoint(
     distill(long_corpus, vocab_file, config).save(finished := tmp_path / "finished")
     with pytest.raises(ConfigError, match="the run finished .*; nothing to resume"):
         load_checkpoint(finished)
+
+
+def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_at_the_first_checkpoint_leaves_no_output_folder(
+    roberta_dir, long_corpus, vocab_file, tmp_path, monkeypatch
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
+    monkeypatch.setattr(np, "save", no_space)
+    stop = threading.Event()
+    stop.set()
+    out = tmp_path / "new" / "out"
+    with pytest.raises(OutputError, match=r"\.checkpoint: writing failed \(No space left"):
+        distill(long_corpus, vocab_file, config, checkpointing=Checkpointing(out, 0, stop))
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_full_disk_at_a_later_checkpoint_says_to_free_space_then_resume(
+    roberta_dir, long_corpus, vocab_file, tmp_path, monkeypatch
+):
+    saves = []
+
+    def full_after_the_first(folder, checkpoint):
+        saves.append(folder)
+        with monkeypatch.context() as disk:
+            if len(saves) > 1:
+                disk.setattr(np, "save", no_space)
+            return save_checkpoint(folder, checkpoint)
+
+    monkeypatch.setattr("roberta_static.runner.save_checkpoint", full_after_the_first)
+    out = tmp_path / "out"
+    options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--chunk-sentences", "8"]
+    result = CliRunner().invoke(
+        app, cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.0001")[1:]
+    )
+    assert result.exit_code == 1 and len(saves) == 2
+    assert result.output == (
+        f"error: {out / '.checkpoint'}: writing failed (No space left on device); its previous "
+        f"contents are unchanged; free space, then resume with: roberta-static distill --resume "
+        f"{out}\n"
+    )
+    monkeypatch.undo()
+    resumed = CliRunner().invoke(app, ["distill", "--resume", str(out), "-q"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (out / "vectors.npy").exists() and not (out / ".checkpoint").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -18,9 +19,11 @@ from test_corpus import DAMAGED, write_damaged
 from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
+from roberta_static.atomic import output_lock
 from roberta_static.checkpoint import Checkpointing
 from roberta_static.cli import app
 from roberta_static.errors import Interrupted
+from roberta_static.exports import export
 from roberta_static.vectors import StaticVectors
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -405,9 +408,19 @@ def test_a_run_failing_before_its_first_report_prints_only_the_error(tmp_path, c
     assert result.stderr.startswith(f"error: {not_a_model}: cannot load a model")
 
 
-def test_distill_needs_its_inputs_and_resume_needs_a_checkpoint(tmp_path):
-    bare = run("distill")
-    assert bare.exit_code == 1 and "distill needs CORPUS, --model and --out" in bare.output
+def test_distill_names_the_inputs_left_out_and_resume_needs_a_checkpoint(corpus_file, tmp_path):
+    needs = "needs CORPUS, --model and --out (or --resume OUT); "
+    for args, missing in (
+        ([], "CORPUS, --model and --out are"),
+        ([corpus_file, "--model", "minilm"], "--out is"),
+        (["--model", "minilm", "--out", tmp_path / "out"], "CORPUS is"),
+    ):
+        result = run("distill", *args)
+        assert result.exit_code == 2
+        assert result.output == f"error: distill {needs}{missing} missing\n"
+    assert run("finetune", corpus_file, "--out", tmp_path / "out").output == (
+        f"error: finetune {needs}--model is missing\n"
+    )
     missing = run("distill", "--resume", tmp_path)
     assert missing.exit_code == 1 and "no checkpoint to resume from" in missing.output
 
@@ -467,3 +480,135 @@ def test_export_refuses_an_empty_format_list_and_distill_takes_it_as_none(
     assert result.exit_code == 1
     assert result.output.startswith("error: --formats: name at least one of kv, word2vec,")
     assert sorted(path.name for path in out.iterdir()) == before
+
+
+def test_a_rerun_into_an_output_inside_the_corpus_folder_reads_the_same_corpus(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "text.txt").write_text("\n".join(CORPUS_LINES) + "\n")
+    out = corpus / "out"
+    args = ["distill", corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+            "--out", out, "--formats", "word2vec", "-q"]  # fmt: skip
+    first = run(*args)
+    assert first.exit_code == 0 and first.output == ""
+    before = StaticVectors.load(out)
+    again = run(*args, "--overwrite")
+    assert again.exit_code == 0
+    assert again.output == f"note: not read as corpus, as roberta-static wrote it: {out}\n"
+    after = StaticVectors.load(out)
+    text = corpus / "text.txt"
+    assert after.meta["corpus"] == [{"path": str(text), "bytes": text.stat().st_size}]
+    assert before.meta["corpus"] == after.meta["corpus"]
+    assert after.meta["stats"]["paths_skipped"] == {str(out): "a folder roberta-static wrote"}
+    assert after.words == before.words
+    np.testing.assert_array_equal(after.vectors, before.vectors)
+
+
+def test_pipes_and_broken_links_in_a_corpus_folder_are_warned_and_recorded(
+    roberta_dir, vocab_file, tmp_path
+):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "text.txt").write_text("\n".join(CORPUS_LINES) + "\n")
+    os.mkfifo(corpus / "fifo")
+    (corpus / "gone.txt").symlink_to("moved.txt")
+    out = tmp_path / "out"
+    result = run("distill", corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+                 "--out", out, "-q")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f"warning: not read in the corpus folders: {corpus / 'fifo'} (a pipe), "
+        f"{corpus / 'gone.txt'} (a broken symbolic link to moved.txt)\n"
+    )
+    assert StaticVectors.load(out).meta["stats"]["paths_skipped"] == {
+        str(corpus / "fifo"): "a pipe",
+        str(corpus / "gone.txt"): "a broken symbolic link to moved.txt",
+    }
+
+
+@pytest.mark.parametrize("command", ["postprocess", "spacy-init"])
+@pytest.mark.parametrize("named", ["by its name", "through a link"])
+def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_path):
+    vectors = tmp_path / "vectors"
+    StaticVectors(["cat", "dog"], np.eye(2), np.array([2, 1])).save(vectors)
+    export(vectors, ["kv", "word2vec"])
+    out, read = vectors, ""
+    if named == "through a link":
+        out, read = tmp_path / "link", f" ({vectors})"
+        out.symlink_to(vectors)
+    before = snapshot(tmp_path)
+    args = {"postprocess": [vectors, out, "--center"], "spacy-init": [vectors, out]}[command]
+    result = run(command, *args, "--overwrite")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {out}: is the folder being read{read}, which writing would replace; "
+        "choose another output folder\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_a_second_run_into_a_held_output_folder_is_refused_at_once(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("roberta_static.pipeline.distill", never_run)
+    monkeypatch.setattr("roberta_static.sweep.run_sweep", never_run)
+    out = tmp_path / "out"
+    args = writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path)
+    with output_lock(out):  # as another run would hold it
+        result = run(*args, "--overwrite")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {out}: another roberta-static run is writing it (process {os.getpid()}); "
+        "wait for it to end, or choose another output folder\n"
+    )
+    assert not out.exists() and not (tmp_path / ".out.lock").exists()
+
+
+def never_run(*args, **kwargs):
+    raise AssertionError("the run started")
+
+
+@pytest.mark.parametrize("command", WRITERS)
+def test_an_output_folder_under_a_file_is_refused_before_any_work(
+    command, roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("roberta_static.pipeline.distill", never_run)
+    monkeypatch.setattr("roberta_static.sweep.run_sweep", never_run)
+    afile = tmp_path / "afile.txt"
+    afile.write_text("mine")
+    out = afile / "sub"
+    result = run(*writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path))
+    assert result.exit_code == 1
+    assert result.output == f"error: {out}: cannot create output folder ({afile} is a file)\n"
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_before_any_work(
+    roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    # Root ignores permission bits, so the refusal is raised where the lock file is made.
+    real_open = os.open
+
+    def refuse_lock(path, *args, **kwargs):
+        if str(path).endswith(".lock"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse_lock)
+    monkeypatch.setattr("roberta_static.pipeline.distill", never_run)
+    out = tmp_path / "locked" / "out"
+    result = run("distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir,
+                 "--out", out, "-q")  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output == f"error: {out}: cannot create output folder (Permission denied)\n"
+    assert not (tmp_path / "locked").exists()
+
+
+def test_standard_input_as_corpus_is_refused_saying_why(roberta_dir, vocab_file, tmp_path):
+    result = run("distill", "-", "--vocab", vocab_file, "--model", roberta_dir,
+                 "--out", tmp_path / "out")  # fmt: skip
+    assert result.exit_code == 1
+    assert result.output.startswith("error: -: standard input cannot be a corpus; corpus files")
+    assert not (tmp_path / "out").exists()

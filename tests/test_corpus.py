@@ -2,21 +2,28 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import errno
 import gzip
 import json
 import lzma
+import os
 import re
 import tempfile
 import unicodedata
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roberta_static.corpus import Corpus, decode
+from roberta_static.corpus_files import OWN_OUTPUT
 from roberta_static.errors import CorpusError
+from roberta_static.outputs import CSV_FILE, FINETUNE_FILE, PIPELINE_MARK
+from roberta_static.sweep import write_csv
+from roberta_static.vectors import StaticVectors
 
 corpus_module = "roberta_static.corpus"
 
@@ -247,3 +254,72 @@ def test_texts_in_memory_are_units_read_lazily():
     assert list(TextCorpus(["a", "b"])) == list(TextCorpus(["a", "b"])) == ["a", "b"]
     with pytest.raises(CorpusError, match="got a single string"):
         TextCorpus("The cat sat.")
+
+
+def own_outputs(folder):
+    """One folder of each kind roberta-static writes, inside ``folder``, all holding text."""
+    StaticVectors(["cat"], np.ones((1, 2)), np.array([1])).save(folder / "vectors")
+    (folder / "model").mkdir()
+    (folder / "model" / FINETUNE_FILE).write_text("{}")
+    (folder / "model" / "vocab.txt").write_text("cat\ndog\n")
+    (folder / "sweep").mkdir()
+    write_csv([], folder / "sweep" / CSV_FILE)
+    (folder / "sub" / "pipeline").mkdir(parents=True)
+    (folder / "sub" / "pipeline" / "meta.json").write_text(json.dumps({PIPELINE_MARK: {}}))
+    return [folder / "sub" / "pipeline", folder / "model", folder / "sweep", folder / "vectors"]
+
+
+def test_folders_roberta_static_wrote_are_never_read_as_corpus(tmp_path):
+    (tmp_path / "a.txt").write_text("words here\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.txt").write_text("more words\n")
+    outputs = own_outputs(tmp_path)
+    corpus = Corpus([tmp_path])
+    assert list(corpus) == ["words here", "more words"]
+    assert corpus.skipped == {path: OWN_OUTPUT for path in sorted(outputs)}
+    with pytest.raises(CorpusError, match="vectors: is a folder roberta-static wrote, not a"):
+        Corpus([tmp_path / "vectors"])
+    assert list(Corpus([tmp_path / "vectors" / "vocab.tsv"])) == ["cat\t1"]  # named: read
+
+
+def test_pipes_devices_and_links_in_a_folder_are_skipped_and_named(tmp_path, monkeypatch):
+    (tmp_path / "a.txt").write_text("words here\n")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "b.txt").write_text("linked words\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "locked").mkdir()
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == tmp_path / "locked":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)  # root reads any folder, whatever its mode
+    corpus = Corpus([tmp_path])
+    assert list(corpus) == ["words here", "linked words"]
+    assert corpus.skipped == {
+        tmp_path / "dangling": "a broken symbolic link to nowhere",
+        tmp_path / "fifo": "a pipe",
+        tmp_path / "linked": "a symbolic link to a folder, not followed",
+        tmp_path / "locked": "an unreadable folder (Permission denied)",
+    }
+
+
+def test_a_pipe_or_standard_input_as_corpus_is_refused_saying_why(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    (tmp_path / "only").mkdir()
+    os.mkfifo(tmp_path / "only" / "fifo")
+    again = "corpus files are read more than once (checked, resumed, split among workers), "
+    for path, message in (
+        (tmp_path / "fifo", f"{tmp_path / 'fifo'}: is a pipe, not a file; {again}"),
+        (Path("-"), f"-: standard input cannot be a corpus; {again}"),
+        (tmp_path / "dangling", f"{tmp_path / 'dangling'}: is a broken symbolic link to nowhere"),
+        (tmp_path / "only", f"{tmp_path / 'only'}: folder holds no files to read (not read: "),
+    ):
+        with pytest.raises(CorpusError) as caught:
+            Corpus([path])
+        assert str(caught.value).startswith(message)
