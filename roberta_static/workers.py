@@ -6,6 +6,9 @@ main process, whose encoders (one thread per device: the model computes outside 
 and sum them into float64 accumulators. Shard states and encoder sums are values that merge in a
 fixed order, so the result equals the serial pass's up to float rounding.
 
+Workers ignore Ctrl-C, which a terminal sends to the whole process group: the main process
+decides how the run stops, and ends the workers (they hold nothing a checkpoint needs).
+
 ``max_contexts`` keeps meaning "the first N occurrences in corpus order": a counting pass gives each
 shard's occurrences per entry, and shard ``i`` may take ``clamp(N - earlier shards' count, 0, ...)``
 of each. That pass segments the corpus a second time (about 1.6x the CPU work); ``max_contexts=0``
@@ -21,6 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -137,7 +141,7 @@ class ParallelPass:
         self.pool = _Workers(self.setup, self.workers).__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, *exc_info: Any) -> None:
         self.pool.__exit__(*exc_info)
 
     def count(self, shards: list[Shard], stop: Any = None) -> np.ndarray:
@@ -352,16 +356,25 @@ class _Workers:
 
     def __enter__(self) -> _Workers:
         # Workers run no model: one thread each, so N workers and the encoder share the cores.
-        with _environment(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false"):
+        threads = _environment(
+            OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false"
+        )
+        with threads, _interrupts_held():
             for process in self.processes:
                 process.start()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        for _ in self.processes:
-            self.tasks.put(None)
+    def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
+        if kind is None:  # every shard is done: the workers wait for their next task
+            for _ in self.processes:
+                self.tasks.put(None)
+            for process in self.processes:
+                process.join(timeout=5)
+        else:
+            # A stop or an error: the workers hold nothing worth waiting for, and tasks they
+            # never read must not hold up this process's exit.
+            self.tasks.cancel_join_thread()
         for process in self.processes:
-            process.join(timeout=5)
             if process.is_alive():
                 process.terminate()
                 process.join()
@@ -405,11 +418,31 @@ class _environment:  # noqa: N801 (used as a context manager, like contextlib's)
                 os.environ[name] = value
 
 
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Start processes with Ctrl-C held back, so none arrives before they ignore it.
+
+    They inherit the blocked SIGINT and ignore it first thing (see :func:`_worker_main`); here
+    a SIGINT waits until the processes have started, then reaches its handler.
+    """
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups to fear
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _worker_main(setup: WorkerSetup, tasks: Any, results: Any, pause: Any) -> None:
     """A worker process: build the producer once, then run shard tasks until told to end."""
-    # Ctrl-C reaches the whole process group; the main process decides how the run stops.
+    # Ctrl-C reaches the whole process group; the main process decides how the run stops. It
+    # started this process with SIGINT blocked, so one sent meanwhile is dropped here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _end_with_parent()
     producer = setup.producer()
     while (task := tasks.get()) is not None:
         index = task[1]
@@ -423,6 +456,19 @@ def _worker_main(setup: WorkerSetup, tasks: Any, results: Any, pause: Any) -> No
             results.put(("error", index, error))
         except Exception as error:  # noqa: BLE001 (reaches the user as one line)
             results.put(("error", index, worker_failure(error)))
+
+
+def _end_with_parent() -> None:
+    """End this worker as soon as the main process ends, however it ends (a second Ctrl-C)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="roberta-static-parent", daemon=True).start()
 
 
 def worker_failure(error: Exception) -> CorpusError:
@@ -501,7 +547,13 @@ def run_parallel(
     """
     workers = config.workers or 1
     stop = checkpointing.stop if checkpointing is not None else None
-    with ParallelPass(encoders, corpus, vocab, config, report, workers) as pass_:
+    with ExitStack() as stack:
+        # A stop while the workers start would cut their setup short: it waits for them.
+        starting = checkpointing.uninterrupted() if checkpointing is not None else nullcontext()
+        with starting:
+            pass_ = stack.enter_context(
+                ParallelPass(encoders, corpus, vocab, config, report, workers)
+            )
         if resume_from is not None:
             shard_states = restore_shards(resume_from, pass_)
         else:
