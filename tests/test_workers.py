@@ -16,10 +16,13 @@ import pytest
 from conftest import CORPUS_LINES
 
 from roberta_static import DistillConfig, StaticVectors, distill
-from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static.checkpoint import Checkpoint, Checkpointing, load_checkpoint
 from roberta_static.corpus import Corpus
+from roberta_static.encoder import load_pretrained
 from roberta_static.errors import Interrupted
+from roberta_static.pipeline import distill_from_model
 from roberta_static.shards import plan_shards
+from roberta_static.vocab import Vocabulary
 from roberta_static.workers import quotas
 
 
@@ -124,6 +127,54 @@ def test_a_stopped_parallel_run_resumes_exactly_with_another_worker_count(
     assert saved.shards is not None and not all(s["done"] for s in saved.shards)
     # One worker process now: the shards, not the workers, carry the state.
     resumed = distill(corpus_folder, vocab_file, config.replace(workers=1), resume_from=saved)
+    assert_same_vectors(serial, resumed)
+    for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+        assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def stop_holding_a_batch(model, checkpointing: Checkpointing, at_call: int) -> None:
+    """Set the stop in the encoder's ``at_call``-th forward and hold it there until saved.
+
+    The encoders then hold a chunk begun but not summed: the checkpoint keeps its batches left.
+    """
+    calls = []
+
+    def hook(module, args):
+        calls.append(1)
+        if len(calls) == at_call:
+            checkpointing.stop.set()
+            _wait_until(lambda: checkpointing.written)
+
+    model.register_forward_pre_hook(hook)
+
+
+def stopped_with_batches_left(roberta_dir, corpus, vocab_file, out) -> Checkpoint:
+    """A run with two workers, stopped with a chunk half summed; its checkpoint."""
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=16, batch_tokens=64
+    )
+    model, tokenizer = load_pretrained(config)
+    checkpointing = Checkpointing(out, 0)
+    stop_holding_a_batch(model, checkpointing, at_call=3)
+    with pytest.raises(Interrupted, match="resume with"):
+        distill_from_model(
+            model, tokenizer, Corpus([corpus]), Vocabulary.from_file(vocab_file, "lower"),
+            config.replace(workers=2), checkpointing=checkpointing,
+        )  # fmt: skip
+    saved = load_checkpoint(out)
+    assert saved.leftover and sum(shard["leftover"] for shard in saved.shards) == len(
+        saved.leftover
+    )
+    return saved
+
+
+def test_batches_left_at_a_stop_wait_in_the_checkpoint_and_are_summed_once_resumed(
+    roberta_dir, corpus_folder, vocab_file, small_shards, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0)
+    serial = distill(corpus_folder, vocab_file, config)
+    saved = stopped_with_batches_left(roberta_dir, corpus_folder, vocab_file, tmp_path / "out")
+    resumed = distill(corpus_folder, vocab_file, config.replace(workers=2), resume_from=saved)
     assert_same_vectors(serial, resumed)
     for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
         assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
