@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -135,11 +136,18 @@ class Stoppable(Protocol):
 def stop_on_signals(checkpointing: Stoppable) -> Iterator[None]:
     """Ctrl-C or SIGTERM: say so at once, stop at the next point a checkpoint can keep, exit 130.
 
-    A second signal ends the process at once. The previous handlers come back afterwards.
+    A second signal ends the process at once, until it has exited: once a signal came, the
+    default actions stay (the previous handlers come back only after a run that was never
+    stopped), so a second Ctrl-C while the process winds down is not swallowed there.
     """
+    signals = (signal.SIGINT, signal.SIGTERM)
+    signalled = False
 
     def handler(signum: int, frame: object) -> None:
-        signal.signal(signum, signal.SIG_DFL)
+        nonlocal signalled
+        signalled = True
+        for each in signals:
+            signal.signal(each, signal.SIG_DFL)
         # os.write, not print: the main thread may be inside a print when the signal arrives.
         os.write(2, b"stopping... (Ctrl-C again to quit now)\n")
         checkpointing.request_stop()
@@ -147,14 +155,19 @@ def stop_on_signals(checkpointing: Stoppable) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    for signum in previous:
+    previous = {signum: signal.getsignal(signum) for signum in signals}
+    for signum in signals:
         signal.signal(signum, handler)
     try:
         yield
     finally:
-        for signum, earlier in previous.items():
-            signal.signal(signum, earlier)
+        if signalled:
+            # The process ends now. Its objects need no last collection: with torch, spaCy and
+            # a model loaded, Python's final sweep of them takes a second or more.
+            gc.freeze()
+        else:
+            for signum, earlier in previous.items():
+                signal.signal(signum, earlier)
 
 
 def require_inputs(command: str, inputs: dict[str, Any], instead: str) -> None:

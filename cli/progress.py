@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from types import TracebackType
 
 from rich.progress import (
@@ -23,7 +24,10 @@ from roberta_static.progress import Progress as Report
 
 
 class RateColumn(ProgressColumn):
-    """Rate of one counter kept in the task's fields, per second of elapsed time."""
+    """Rate of one counter kept in the task's fields, per second of elapsed time.
+
+    Blank for a task without that counter (counting words has no sentences or tokens).
+    """
 
     def __init__(self, field: str, unit: str) -> None:
         super().__init__()
@@ -31,9 +35,28 @@ class RateColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         """Show ``<rate> <unit>/s``."""
+        if self.field not in task.fields:
+            return Text("")
         elapsed = task.elapsed or 0.0
-        rate = task.fields.get(self.field, 0) / elapsed if elapsed > 0 else 0.0
+        rate = task.fields[self.field] / elapsed if elapsed > 0 else 0.0
         return Text(f"{rate:,.0f} {self.unit}/s", style="progress.data.speed")
+
+
+class RemainingColumn(ProgressColumn):
+    """Time left at this run's mean rate: what it did since it started, over its time.
+
+    Steadier than rich's estimate over the last seconds, which swings with every chunk; a
+    resumed run's earlier part (its ``start_bytes`` field) is not counted as done in no time.
+    """
+
+    def render(self, task: Task) -> Text:
+        """Show ``h:mm:ss``, or ``-:--:--`` before there is a rate."""
+        done = task.completed - task.fields.get("start_bytes", 0)
+        elapsed = task.elapsed or 0.0
+        if task.total is None or done <= 0 or elapsed <= 0:
+            return Text("-:--:--", style="progress.remaining")
+        left = max(0.0, task.total - task.completed) * elapsed / done
+        return Text(str(timedelta(seconds=int(left))), style="progress.remaining")
 
 
 class DistillProgress:
@@ -47,7 +70,7 @@ class DistillProgress:
             RateColumn("sentences", "sent"),
             RateColumn("tokens", "tok"),
             TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            RemainingColumn(),
             disable=disable,
             transient=False,
         )
@@ -80,17 +103,19 @@ class DistillProgress:
             if not self._quiet:
                 self._progress.console.print(f"accumulator: {report}")
             return
+        counters = {}
+        if report.stage == "distill":
+            counters = {"sentences": report.sentences, "tokens": report.tokens}
         if report.stage not in self._tasks:
             label = "counting words" if report.stage == "count" else "distilling"
             self._tasks[report.stage] = self._progress.add_task(
-                label, total=report.total_bytes, sentences=0, tokens=0
+                label,
+                total=report.total_bytes,
+                completed=report.bytes_done,
+                start_bytes=report.start_bytes,
+                **counters,
             )
-        self._progress.update(
-            self._tasks[report.stage],
-            completed=report.bytes_read,
-            sentences=report.sentences,
-            tokens=report.tokens,
-        )
+        self._progress.update(self._tasks[report.stage], completed=report.bytes_done, **counters)
 
 
 class FinetuneProgressBar:

@@ -2,19 +2,100 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 
 @dataclass
 class Progress:
-    """A progress report: ``stage`` is ``"count"`` (building the vocabulary) or ``"distill"``."""
+    """A progress report of a stage: ``"count"`` (building the vocabulary) or ``"distill"``.
+
+    Attributes:
+        stage: ``"count"`` or ``"distill"``.
+        bytes_done: Input bytes done. Counting: bytes read. Distilling: bytes whose sentences
+            went through the encoder; inside a chunk, its share of the chunk's bytes in
+            proportion to the chunk's tokens encoded (never bytes only read ahead).
+        total_bytes: Size of the input (0 for texts in memory, whose size is unknown).
+        sentences: Sentences done by this run, counted as ``bytes_done`` is.
+        tokens: Model tokens encoded by this run.
+        start_bytes: Where this run started: a resumed run's checkpoint position, else 0. The
+            rates of a run are ``(bytes_done - start_bytes)``, ``sentences`` and ``tokens`` over
+            its time.
+
+    """
 
     stage: str
-    bytes_read: int
+    bytes_done: int
     total_bytes: int
     sentences: int = 0
     tokens: int = 0
+    start_bytes: int = 0
+
+    @property
+    def bytes_read(self) -> int:
+        """The former name of ``bytes_done``."""
+        return self.bytes_done
+
+
+@dataclass(frozen=True)
+class Work:
+    """Input that encoder work stands for: corpus bytes and sentences."""
+
+    bytes: int = 0
+    sentences: int = 0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self.bytes + other.bytes, self.sentences + other.sentences)
+
+    def __sub__(self, other: Work) -> Work:
+        return Work(self.bytes - other.bytes, self.sentences - other.sentences)
+
+    def split(self, weights: Sequence[int]) -> list[Work]:
+        """Split into parts proportional to ``weights``, in whole numbers that add up to this.
+
+        A chunk's bytes and sentences, shared over its batches by their tokens.
+
+        Example:
+            >>> [part.bytes for part in Work(10, 3).split([1, 1, 1])]
+            [3, 3, 4]
+
+        """
+        ends = list(accumulate(weights))
+        if not ends:
+            return []
+        whole = ends[-1] or 1
+        # The last part ends at the whole, even where the weights add up to 0.
+        marks = [Work(self.bytes * end // whole, self.sentences * end // whole) for end in ends]
+        marks[-1] = self
+        return [mark - before for mark, before in zip(marks, [Work(), *marks], strict=False)]
+
+
+@dataclass(frozen=True)
+class PassStart:
+    """Where a distilling pass started (a resumed one: at its checkpoint), for its reports.
+
+    Attributes:
+        total_bytes: Size of the input.
+        done: Bytes and sentences done before the pass, by the runs it resumes.
+        tokens: Tokens those runs encoded.
+
+    """
+
+    total_bytes: int
+    done: Work
+    tokens: int
+
+    def progress(self, done: Work, tokens: int) -> Progress:
+        """The report once the pass has ``done`` and ``tokens`` (counting the earlier runs)."""
+        return Progress(
+            "distill",
+            done.bytes,
+            self.total_bytes,
+            done.sentences - self.done.sentences,
+            tokens - self.tokens,
+            self.done.bytes,
+        )
 
 
 @dataclass

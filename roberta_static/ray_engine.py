@@ -37,8 +37,9 @@ from .checkpoint import Checkpoint, Checkpointing, StopNow
 from .config import DistillConfig
 from .corpus import Corpus
 from .encoder import Encoder
+from .encoders import ShardState
 from .errors import ConfigError, Interrupted, RobertaStaticError, install_hint
-from .progress import Progress, ProgressCallback
+from .progress import PassStart, ProgressCallback, Work
 from .ray_workers import (
     EncoderActor,
     ShardEnd,
@@ -51,7 +52,6 @@ from .shards import Shard, plan_shards
 from .stats import RunStats
 from .vocab import Vocabulary
 from .workers import (
-    ShardState,
     WorkerSetup,
     fresh_shards,
     load_shards,
@@ -124,7 +124,8 @@ class RayPass:
         self.count_task = task(count_shard)
         self.produce_task = task(produce_shard)
         self.cancelled = threading.Event()
-        self.news: queue.Queue[tuple[int, int, int, int]] = queue.Queue()
+        # (shard, its bytes and sentences once a chunk is added, the chunk's tokens)
+        self.news: queue.Queue[tuple[int, Work | None, int]] = queue.Queue()
 
     def count(self, shards: list[Shard], stop: Any) -> np.ndarray:
         """``[shards, entries]`` occurrences, one count task per shard."""
@@ -152,13 +153,19 @@ class RayPass:
         """
         stop = checkpointing.stop if checkpointing is not None else None
         every_seconds = checkpointing.every_seconds if checkpointing is not None else 0.0
-        order = [index for index, entry in enumerate(shard_states) if not entry.done]
+        order = [
+            index for index, entry in enumerate(shard_states) if not entry.done or entry.leftover
+        ]
         finished: dict[int, tuple[ShardState, ShardSums]] = {}
-        progress = _Progress(len(shard_states))
-        for index, entry in enumerate(shard_states):
-            if entry.done and not entry.state.stats.stopped_early:  # read by an earlier run
-                start, end = entry.shard.byte_range(self.corpus.files)
-                progress.bytes[index] = end - start
+        progress = _Progress(
+            [
+                Work(entry.bytes_done(self.corpus.files), entry.state.stats.sentences)
+                for entry in shard_states
+            ],
+            merged.stats.tokens,
+        )
+        start = PassStart(self.corpus.total_bytes, progress.total(), progress.tokens)
+        self.report(start.progress(progress.total(), progress.tokens))
         saved_at = time.monotonic()
         pool = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
         try:
@@ -176,7 +183,7 @@ class RayPass:
                     merged.add(sums)
                     if checkpointing is not None:
                         checkpointing.nothing_to_lose = False
-                self._report(progress, merged)
+                self._report(progress, start)
                 stopping = stop is not None and stop.is_set()
                 if stopping and checkpointing is not None and checkpointing.nothing_to_lose:
                     raise StopNow  # asked to stop before the first merge: nothing to save
@@ -195,24 +202,16 @@ class RayPass:
             # Ray call when the cluster shuts down makes Ray end the whole process.
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _report(self, progress: _Progress, merged: _Merged) -> None:
+    def _report(self, progress: _Progress, start: PassStart) -> None:
         while True:
             try:
-                index, bytes_done, sentences, tokens = self.news.get_nowait()
+                index, done, tokens = self.news.get_nowait()
             except queue.Empty:
                 break
             progress.tokens += tokens
-            if index >= 0:
-                progress.bytes[index], progress.sentences[index] = bytes_done, sentences
-        self.report(
-            Progress(
-                "distill",
-                sum(progress.bytes),
-                self.corpus.total_bytes,
-                sum(progress.sentences),
-                merged.stats.tokens + progress.tokens,
-            )
-        )
+            if done is not None:
+                progress.done[index] = done
+        self.report(start.progress(progress.total(), progress.tokens))
 
     def _shard(self, index: int, entry: ShardState) -> tuple[ShardState, ShardSums]:
         """One shard through its task and an actor; its state and sums once complete."""
@@ -220,43 +219,56 @@ class RayPass:
             which = int(np.argmin(self.load))
             self.load[which] += 1
         actor = self.actors[which]
-        chunks = self.produce_task.remote(
-            self.run_id,
-            self.setup,
-            entry.shard,
-            entry.state,
-            entry.encode_stats,
-            entry.may_stop_early,
-        )
         try:
-            payloads, adds = {}, []
-            while not isinstance(header := self._get([self._next(chunks)])[0], ShardEnd):
-                payloads[header.number] = payload = self._next(chunks)
-                adds.append(actor.add.remote(index, header.number, payload))
-                self.news.put((index, header.bytes_done, header.sentences, 0))
-                if len(adds) > _CHUNKS_AHEAD:
-                    self._added(adds.pop(0))
-            for ref in adds:
-                self._added(ref)
-            while isinstance(sums := self._finish(actor, index, header.chunks), list):
+            end, payloads = self._chunks(index, entry, actor)
+            while isinstance(sums := self._finish(actor, index, len(payloads)), list):
                 for number in sums:  # the actor restarted and lost them
-                    self._added(actor.add.remote(index, number, payloads[number]))
-        except _Cancelled:
-            self.ray.cancel(chunks)
-            raise
+                    self._added(index, actor.add.remote(index, number, payloads[number]), None)
         finally:
             with self.lock:
                 self.load[which] -= 1
-        start, end = entry.shard.byte_range(self.corpus.files)
-        self.news.put((index, end - start, header.state.stats.sentences, 0))
-        state = replace(entry, state=header.state, encode_stats=header.encode_stats, done=True)
+        state = replace(
+            entry, state=end.state, encode_stats=end.encode_stats, done=True, leftover=[]
+        )
         return state, sums
+
+    def _chunks(self, index: int, entry: ShardState, actor: Any) -> tuple[ShardEnd, list[Any]]:
+        """Have ``actor`` add the shard's chunks as its task makes them, once each is added.
+
+        A resumed shard's leftover batches come first. Returns the shard's end, and every chunk
+        sent (kept until the shard is merged, in case the actor restarts).
+        """
+        payloads: list[Any] = []
+        adds: list[tuple[Any, Work | None]] = []
+
+        def add(payload: Any, done: Work | None) -> None:
+            adds.append((actor.add.remote(index, len(payloads), payload), done))
+            payloads.append(payload)
+            if len(adds) > _CHUNKS_AHEAD:
+                self._added(index, *adds.pop(0))
+
+        if entry.leftover:
+            add(self.ray.put(entry.leftover), None)
+        item = ShardEnd(entry.state, entry.encode_stats)  # a shard done but for its leftover
+        if not entry.done:
+            task = (entry.shard, entry.state, entry.encode_stats, entry.may_stop_early)
+            chunks = self.produce_task.remote(self.run_id, self.setup, *task)
+            try:
+                while not isinstance(item := self._get([self._next(chunks)])[0], ShardEnd):
+                    add(self._next(chunks), Work(item.bytes_done, item.sentences))
+            except _Cancelled:
+                self.ray.cancel(chunks)
+                raise
+        for ref, done in adds:
+            self._added(index, ref, done)
+        return item, payloads
 
     def _finish(self, actor: Any, index: int, chunks: int) -> ShardSums | list[int]:
         return self._get([actor.finish.remote(index, chunks)])[0]
 
-    def _added(self, ref: Any) -> None:
-        self.news.put((-1, 0, 0, self._get([ref])[0]))
+    def _added(self, index: int, ref: Any, done: Work | None) -> None:
+        """Wait for a chunk to be added; then its shard has ``done`` (if known)."""
+        self.news.put((index, done, self._get([ref])[0]))
 
     def _next(self, chunks: Any) -> Any:
         """The next object of a generator task, waiting no longer than the run lasts."""
@@ -285,12 +297,13 @@ class RayPass:
 
 @dataclass
 class _Progress:
-    shards: int
-    tokens: int = 0
+    """Each shard's bytes and sentences added, and the tokens encoded (earlier runs' included)."""
 
-    def __post_init__(self) -> None:
-        self.bytes = [0] * self.shards
-        self.sentences = [0] * self.shards
+    done: list[Work]
+    tokens: int
+
+    def total(self) -> Work:
+        return sum(self.done, Work())
 
 
 class _Merged:

@@ -26,18 +26,16 @@ from .workers import WorkerSetup, count_occurrences, shard_chunks, worker_failur
 
 @dataclass(frozen=True)
 class ChunkHeader:
-    """Yielded before each chunk's batches: its number and how far the shard has got."""
+    """Yielded before each chunk's batches: how far the shard has got once they are added."""
 
-    number: int
     bytes_done: int
     sentences: int
 
 
 @dataclass(frozen=True)
 class ShardEnd:
-    """Yielded last: how many chunks the shard had, and its final state."""
+    """Yielded last: the shard's final state."""
 
-    chunks: int
     state: PassState
     encode_stats: EncodeStats
 
@@ -86,12 +84,10 @@ def produce_shard(
     state = replace(state, remaining=state.remaining.copy())
     with _one_line_errors():
         producer = _producer(run, setup)
-        number = 0
         for chunk, bytes_done in shard_chunks(producer, shard, state, encode_stats, may_stop_early):
-            yield ChunkHeader(number, bytes_done, chunk.state.stats.sentences)
+            yield ChunkHeader(bytes_done, chunk.state.stats.sentences)
             yield chunk.batches
-            number += 1
-        yield ShardEnd(number, state, replace(producer.subwords.stats))
+        yield ShardEnd(state, replace(producer.subwords.stats))
 
 
 @contextmanager

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
@@ -26,11 +27,11 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import DistillConfig
-from .corpus import START, Corpus, Position, TextCorpus
+from .corpus import START, Corpus, Position, TextCorpus, is_compressed
 from .encoder import Encoder
 from .errors import Interrupted
 from .prefetch import prefetch
-from .progress import Progress, ProgressCallback
+from .progress import PassStart, ProgressCallback, Work
 from .segment import segment
 from .stats import RunStats
 from .vocab import MatchedSentence, VocabMatcher, Vocabulary, vocabulary_stats
@@ -65,11 +66,21 @@ class PassState:
 
 @dataclass
 class Chunk:
-    """Encoder batches of a chunk of sentences, and the state right after that chunk."""
+    """Encoder batches of a chunk of sentences, and the state right after that chunk.
+
+    ``end_bytes``: the corpus bytes up to the chunk's last unit (to the end of what was read,
+    for the last chunk).
+    """
 
     batches: list[Batch]
     state: PassState
     encode_stats: EncodeStats
+    end_bytes: int
+
+    @property
+    def end(self) -> Work:
+        """The bytes and sentences of the pass once this chunk is encoded."""
+        return Work(self.end_bytes, self.state.stats.sentences)
 
 
 class Producer:
@@ -96,14 +107,15 @@ class Producer:
         """Batches of the sentences that still hold an entry, a chunk at a time, to ``stop``.
 
         With ``max_contexts``, reading ends once no entry may take more, if ``may_stop_early``
-        (a shard before the one where the serial pass would end is read to its end).
+        (a shard before the one where the serial pass would end is read to its end). The last
+        chunk ends where reading ended, even without a sentence to encode.
         """
         stats, remaining = state.stats, state.remaining
         pending: list[MatchedSentence] = []
-        position = state.position
+        position, end_bytes = state.position, 0
         marks = _Marks(self.corpus, stats)
         for doc, mark in segment(self.nlp, marks.units(state.position, stop)):
-            position = mark.position
+            position, end_bytes = mark.position, mark.bytes_read
             marks.count_up_to(mark)
             for sentence in self.matcher(doc, mark.text):
                 stats.sentences += 1
@@ -116,12 +128,12 @@ class Producer:
                 stats.stopped_early = True
                 break
             if len(pending) >= self.config.chunk_sentences:
-                yield self._chunk(pending, position, remaining, stats)
+                yield self._chunk(pending, position, remaining, stats, end_bytes)
                 pending = []
         else:
             marks.count_all()
-        if pending:
-            yield self._chunk(pending, position, remaining, stats)
+            end_bytes = self.corpus.bytes_read
+        yield self._chunk(pending, position, remaining, stats, end_bytes)
 
     def _chunk(
         self,
@@ -129,11 +141,12 @@ class Producer:
         position: Position,
         remaining: np.ndarray,
         stats: RunStats,
+        end_bytes: int,
     ) -> Chunk:
         inputs = self.subwords.encode(pending)
         batches = list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
         snapshot = PassState(position, remaining.copy(), replace(stats))
-        return Chunk(batches, snapshot, replace(self.subwords.stats))
+        return Chunk(batches, snapshot, replace(self.subwords.stats), end_bytes)
 
 
 class SerialPass:
@@ -157,16 +170,29 @@ class SerialPass:
         vocab: Vocabulary,
         started: float,
     ) -> None:
-        """Encode and accumulate every chunk; with ``checkpointing``, save between batches."""
+        """Encode and accumulate every chunk; with ``checkpointing``, save between batches.
+
+        Progress follows the batches encoded: each adds its share of its chunk's bytes.
+        """
         stats = state.stats
         saver = _Saver(self, checkpointing, vocab, state.seconds_before, started)
+        start = PassStart(
+            self.corpus.total_bytes,
+            Work(bytes_before(self.corpus.files, state.position), stats.sentences),
+            stats.tokens,
+        )
         chunks: Iterator[Chunk] = prefetch(self.producer.chunks(state))
         if state.leftover:
             resumed = Chunk(
-                state.leftover, replace(state, stats=replace(stats)), self.encoder.subwords.stats
+                state.leftover,
+                replace(state, stats=replace(stats)),
+                self.encoder.subwords.stats,
+                start.done.bytes,
             )
             chunks = itertools.chain([resumed], chunks)
         done_chunk: Chunk | None = None
+        done = start.done
+        self.report(start.progress(done, stats.tokens))
         while True:
             try:
                 # Waiting for the producer may be cut short too: the chunks before are all done.
@@ -176,25 +202,21 @@ class SerialPass:
                 saver.stop_now(done_chunk, [], stats)
             if chunk is None:
                 break
-            for done, batch in enumerate(chunk.batches, start=1):
+            parts = (chunk.end - done).split([batch.real_tokens for batch in chunk.batches])
+            for number, (batch, part) in enumerate(zip(chunk.batches, parts, strict=True)):
                 try:
                     with saver.computing():
                         hidden = self.encoder.hidden_states(batch)
                 except StopNow:
-                    saver.stop_now(chunk, chunk.batches[done - 1 :], stats)
+                    saver.stop_now(chunk, chunk.batches[number:], stats)
                 accumulate(hidden, batch, self.accumulator, self.config, stats)
-                self.report(self._progress(stats))
-                saver.after_batch(chunk, chunk.batches[done:], stats)
-            done_chunk = chunk
-        self.report(self._progress(stats))
+                done += part
+                self.report(start.progress(done, stats.tokens))
+                saver.after_batch(chunk, chunk.batches[number + 1 :], stats)
+            done, done_chunk = chunk.end, chunk
+        self.report(start.progress(done, stats.tokens))
         stats.add_encode_stats(self.encoder.subwords.stats)
         stats.batches_recomputed_float32 = self.encoder.float32_recomputes
-
-    def _progress(self, stats: RunStats) -> Progress:
-        corpus = self.corpus
-        return Progress(
-            "distill", corpus.bytes_read, corpus.total_bytes, stats.sentences, stats.tokens
-        )
 
 
 class _Saver:
@@ -290,6 +312,14 @@ def stopped(checkpointing: Checkpointing) -> Interrupted:
     )
 
 
+def bytes_before(files: list[Path], position: Position) -> int:
+    """Corpus bytes before ``position`` (inside a compressed file: before the file)."""
+    done = sum(path.stat().st_size for path in files[: position.file])
+    if position.file < len(files) and not is_compressed(files[position.file]):
+        done += position.offset
+    return done
+
+
 def torch_from(array: np.ndarray, like: Any) -> Any:
     """A numpy array as a tensor on the device of ``like``."""
     import torch
@@ -339,6 +369,7 @@ class _Mark:
     text_units: int
     bad_bytes: int
     binary_files: int
+    bytes_read: int
 
 
 class _Marks:
@@ -354,7 +385,12 @@ class _Marks:
 
     def units(self, start: Position, stop: Position | None) -> Iterator[tuple[str, _Mark]]:
         for number, (text, position) in enumerate(self.corpus.units(start, stop), start=1):
-            counts = (number, self.corpus.bad_bytes, len(self.corpus.binary_files))
+            counts = (
+                number,
+                self.corpus.bad_bytes,
+                len(self.corpus.binary_files),
+                self.corpus.bytes_read,
+            )
             yield text, _Mark(text, position, *counts)
 
     def count_up_to(self, mark: _Mark) -> None:

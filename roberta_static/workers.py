@@ -3,8 +3,12 @@
 Each worker process reads, segments, matches and tokenizes one shard at a time (a
 :class:`~roberta_static.runner.Producer` over the shard) and sends compact numpy batches to the
 main process, whose encoders (one thread per device: the model computes outside the GIL) pool
-and sum them into float64 accumulators. Shard states and encoder sums are values that merge in a
-fixed order, so the result equals the serial pass's up to float rounding.
+and sum them into float64 accumulators (:mod:`roberta_static.encoders`). Shard states and encoder
+sums are values that merge in a fixed order, so the result equals the serial pass's up to float
+rounding.
+
+Workers ignore Ctrl-C, which a terminal sends to the whole process group: the main process
+decides how the run stops, and ends the workers (they hold nothing a checkpoint needs).
 
 ``max_contexts`` keeps meaning "the first N occurrences in corpus order": a counting pass gives each
 shard's occurrences per entry, and shard ``i`` may take ``clamp(N - earlier shards' count, 0, ...)``
@@ -14,6 +18,7 @@ skips it.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import queue
@@ -21,38 +26,28 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from .accumulate import Accumulator, output_dim
-from .batching import Batch, EncodeStats, SubwordEncoder
+from .batching import EncodeStats, SubwordEncoder
 from .checkpoint import Checkpoint, Checkpointing, corpus_identity, save_checkpoint
 from .config import DistillConfig
 from .corpus import Corpus, Position
 from .encoder import Encoder
+from .encoders import EncoderThreads, Ledger, ShardState
 from .errors import CorpusError, Interrupted, RobertaStaticError
-from .progress import Progress, ProgressCallback
-from .runner import Chunk, PassState, Producer, add_batch, contexts_allowed, stopped, torch_from
+from .progress import PassStart, ProgressCallback, Work
+from .runner import Chunk, PassState, Producer, contexts_allowed, stopped, torch_from
 from .segment import load_segmenter, segment
 from .shards import Shard, plan_shards
 from .stats import RunStats
 from .vocab import VocabMatcher, Vocabulary, vocabulary_stats
 
 _POLL_SECONDS = 0.1
-
-
-@dataclass
-class ShardState:
-    """A shard, the occurrences it may take per entry, and how far the pass has got in it."""
-
-    shard: Shard
-    state: PassState
-    encode_stats: EncodeStats
-    quota: np.ndarray
-    done: bool = False
-    may_stop_early: bool = True
 
 
 @dataclass(frozen=True)
@@ -137,7 +132,7 @@ class ParallelPass:
         self.pool = _Workers(self.setup, self.workers).__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, *exc_info: Any) -> None:
         self.pool.__exit__(*exc_info)
 
     def count(self, shards: list[Shard], stop: Any = None) -> np.ndarray:
@@ -157,90 +152,81 @@ class ParallelPass:
         return counts
 
     def run(
-        self,
-        shard_states: list[ShardState],
-        stop: Any = None,
-        on_pause: Callable[[list[ShardState]], bool] | None = None,
-        every_seconds: float = 0.0,
-    ) -> None:
-        """Run every unfinished shard; pause now and then (and on ``stop``) for ``on_pause``.
+        self, shard_states: list[ShardState], checkpointing: Checkpointing | None = None
+    ) -> list[ShardState]:
+        """Run every unfinished shard to its end; the shards' final states.
 
-        At a pause every worker stops after the chunk in hand and reports its shard's state, the
-        encoders finish every batch already sent, and ``on_pause(shard_states)`` saves; it
-        returns whether to go on.
+        With ``checkpointing``, saves the state of the moment every ``every_seconds`` without
+        pausing anything, and when ``stop`` is set: then the batches queued or in flight are
+        dropped (they wait in the checkpoint) and :class:`Interrupted` is raised once saved.
         """
-        encoding = _EncoderThreads(
-            self.encoders, self.accumulators, self.encoder_stats, self.config
+        files = self.corpus.files
+        ledger = Ledger(
+            shard_states,
+            [Work(entry.bytes_done(files), entry.state.stats.sentences) for entry in shard_states],
         )
-        progress = _ShardProgress(len(shard_states))
+        start = PassStart(self.corpus.total_bytes, ledger.total(), self._tokens())
+        encoding = EncoderThreads(
+            self.encoders, self.accumulators, self.encoder_stats, self.config, ledger
+        )
         try:
-            while True:
-                pending = [i for i, s in enumerate(shard_states) if not s.done]
-                if not pending:
-                    return
-                paused = self._run_until_pause(
-                    shard_states, pending, encoding, stop, every_seconds, progress
-                )
-                if not paused:
-                    continue
-                encoding.drain()
-                if on_pause is None or not on_pause(shard_states):
-                    return
+            self.report(start.progress(ledger.total(), self._tokens()))
+            finished = self._run(shard_states, ledger, encoding, start, checkpointing)
+            if not finished and checkpointing is not None:
+                self._save(checkpointing, ledger)  # stopped: raises Interrupted once saved
+            return ledger.states()
         finally:
             encoding.close()
 
-    def _run_until_pause(
+    def _run(
         self,
         shard_states: list[ShardState],
-        pending: list[int],
-        encoding: _EncoderThreads,
-        stop: Any,
-        every_seconds: float,
-        progress: _ShardProgress,
+        ledger: Ledger,
+        encoding: EncoderThreads,
+        start: PassStart,
+        checkpointing: Checkpointing | None,
     ) -> bool:
-        started = time.monotonic()
-        pool = self.pool
-        pool.pause.clear()
-        for index in pending:
-            entry = shard_states[index]
-            pool.tasks.put(
-                (
-                    "encode",
-                    index,
-                    entry.shard,
-                    entry.state,
-                    entry.encode_stats,
-                    entry.may_stop_early,
-                )
-            )
-        open_tasks = set(pending)
-        pausing = False
-        while open_tasks:
-            due = every_seconds and time.monotonic() - started >= every_seconds
-            if not pausing and ((stop is not None and stop.is_set()) or due):
-                pool.pause.set()
-                pausing = True
-            message = pool.receive(None)
-            kind, index = message[0], message[1]
-            if kind == "batches":
-                encoding.put(message[2])
-                progress.bytes[index], progress.sentences[index] = message[3], message[4]
-                self.report(
-                    Progress(
-                        "distill",
-                        sum(progress.bytes),
-                        self.corpus.total_bytes,
-                        sum(progress.sentences),
-                        sum(stats.tokens for stats in self.encoder_stats),
-                    )
-                )
-                continue
-            _, _, state, encode_stats = message
-            shard_states[index] = replace(
-                shard_states[index], state=state, encode_stats=encode_stats, done=kind == "done"
-            )
-            open_tasks.discard(index)
-        return pausing
+        """Send the shards to the workers and their batches to the encoders until all are summed.
+
+        Returns False when a stop comes first.
+        """
+        stop = checkpointing.stop if checkpointing is not None else None
+        every = checkpointing.every_seconds if checkpointing is not None else 0.0
+        pool, open_shards = self.pool, set()
+        for index, entry in enumerate(shard_states):
+            if entry.leftover and not encoding.put(ledger.resumed(index, entry), stop):
+                return False
+            if not entry.done:
+                task = (entry.shard, entry.state, entry.encode_stats, entry.may_stop_early)
+                pool.tasks.put(("encode", index, *task))
+                open_shards.add(index)
+        saved_at = time.monotonic()
+        while open_shards:
+            message = pool.receive(stop)
+            if message is None:
+                return False
+            _, index, batches, state, encode_stats, end_bytes, last = message
+            chunk = ledger.send(index, state, encode_stats, batches, end_bytes, last)
+            if last:
+                open_shards.discard(index)
+            if not encoding.put(chunk, stop):
+                return False
+            self.report(start.progress(ledger.total(), self._tokens()))
+            if checkpointing is not None and every and time.monotonic() - saved_at >= every:
+                self._save(checkpointing, ledger)
+                saved_at = time.monotonic()
+        done = encoding.wait(stop)
+        self.report(start.progress(ledger.total(), self._tokens()))
+        return done
+
+    def _tokens(self) -> int:
+        return sum(stats.tokens for stats in self.encoder_stats)
+
+    def _save(self, checkpointing: Checkpointing, ledger: Ledger) -> None:
+        """Save the state of this instant (see :meth:`Ledger.snapshot`)."""
+        states, result = ledger.snapshot(self.result)
+        result[2].seconds += time.perf_counter() - self.started
+        save_shards(checkpointing, self.config, self.corpus, self.vocab, states, result)
 
     def result(self, shard_states: list[ShardState]) -> tuple[np.ndarray, np.ndarray, RunStats]:
         """Sums, counts and statistics, merged in a fixed order (encoders, then shards)."""
@@ -248,7 +234,7 @@ class ParallelPass:
         sums = np.sum([sums for sums, _ in states], axis=0)
         counts = np.sum([counts for _, counts in states], axis=0)
         stats = merged_stats(shard_states)
-        stats.tokens = sum(s.tokens for s in self.encoder_stats)
+        stats.tokens = self._tokens()
         stats.padded_tokens = sum(s.padded_tokens for s in self.encoder_stats)
         stats.batches_recomputed_float32 = sum(e.float32_recomputes for e in self.encoders)
         stats.seconds = self.seconds_before
@@ -262,75 +248,8 @@ def merged_stats(shard_states: list[ShardState]) -> RunStats:
     return stats
 
 
-@dataclass
-class _ShardProgress:
-    """Bytes read and sentences seen per shard, for the one progress bar."""
-
-    shards: int
-
-    def __post_init__(self) -> None:
-        self.bytes = [0] * self.shards
-        self.sentences = [0] * self.shards
-
-
 def _dim(encoder: Encoder, config: DistillConfig) -> int:
     return output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
-
-
-class _EncoderThreads:
-    """One thread per encoder, each summing the batches it takes into its own accumulator."""
-
-    def __init__(
-        self,
-        encoders: list[Encoder],
-        accumulators: list[Accumulator],
-        stats: list[RunStats],
-        config: DistillConfig,
-    ) -> None:
-        self.batches: queue.Queue[Batch | None] = queue.Queue(maxsize=4 * len(encoders))
-        self.failure: BaseException | None = None
-        self.threads = [
-            threading.Thread(target=self._work, args=(*parts, config), daemon=True)
-            for parts in zip(encoders, accumulators, stats, strict=True)
-        ]
-        for thread in self.threads:
-            thread.start()
-
-    def _work(
-        self, encoder: Encoder, accumulator: Accumulator, stats: RunStats, config: DistillConfig
-    ) -> None:
-        while (batch := self.batches.get()) is not None:
-            try:
-                if self.failure is None:
-                    add_batch(encoder, batch, accumulator, config, stats)
-            except BaseException as error:  # raised in the main thread by put or drain
-                self.failure = error
-            finally:
-                self.batches.task_done()
-        self.batches.task_done()
-
-    def put(self, batches: list[Batch]) -> None:
-        """Queue batches for the encoders (blocks while they are busy)."""
-        for batch in batches:
-            self._raise_failure()
-            self.batches.put(batch)
-
-    def drain(self) -> None:
-        """Wait until every queued batch is summed."""
-        self.batches.join()
-        self._raise_failure()
-
-    def close(self) -> None:
-        """End the threads once the queued batches are done."""
-        for _ in self.threads:
-            self.batches.put(None)
-        for thread in self.threads:
-            thread.join()
-        self._raise_failure()
-
-    def _raise_failure(self) -> None:
-        if self.failure is not None:
-            raise self.failure
 
 
 class _Workers:
@@ -340,28 +259,34 @@ class _Workers:
         context = multiprocessing.get_context("spawn")  # fork would copy torch's threads
         self.tasks = context.Queue()
         self.results = context.Queue(maxsize=4 * count)
-        self.pause = context.Event()
         self.processes = [
             context.Process(
-                target=_worker_main,
-                args=(setup, self.tasks, self.results, self.pause),
-                daemon=True,
+                target=_worker_main, args=(setup, self.tasks, self.results), daemon=True
             )
             for _ in range(count)
         ]
 
     def __enter__(self) -> _Workers:
         # Workers run no model: one thread each, so N workers and the encoder share the cores.
-        with _environment(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false"):
+        threads = _environment(
+            OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false"
+        )
+        with threads, _interrupts_held():
             for process in self.processes:
                 process.start()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        for _ in self.processes:
-            self.tasks.put(None)
+    def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
+        if kind is None:  # every shard is done: the workers wait for their next task
+            for _ in self.processes:
+                self.tasks.put(None)
+            for process in self.processes:
+                process.join(timeout=5)
+        else:
+            # A stop or an error: the workers hold nothing worth waiting for, and tasks they
+            # never read must not hold up this process's exit.
+            self.tasks.cancel_join_thread()
         for process in self.processes:
-            process.join(timeout=5)
             if process.is_alive():
                 process.terminate()
                 process.join()
@@ -405,11 +330,31 @@ class _environment:  # noqa: N801 (used as a context manager, like contextlib's)
                 os.environ[name] = value
 
 
-def _worker_main(setup: WorkerSetup, tasks: Any, results: Any, pause: Any) -> None:
-    """A worker process: build the producer once, then run shard tasks until told to end."""
-    # Ctrl-C reaches the whole process group; the main process decides how the run stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Start processes with Ctrl-C held back, so none arrives before they ignore it.
 
+    They inherit the blocked SIGINT and ignore it first thing (see :func:`_worker_main`); here
+    a SIGINT waits until the processes have started, then reaches its handler.
+    """
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups to fear
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _worker_main(setup: WorkerSetup, tasks: Any, results: Any) -> None:
+    """A worker process: build the producer once, then run shard tasks until told to end."""
+    # Ctrl-C reaches the whole process group; the main process decides how the run stops. It
+    # started this process with SIGINT blocked, so one sent meanwhile is dropped here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _end_with_parent()
     producer = setup.producer()
     while (task := tasks.get()) is not None:
         index = task[1]
@@ -418,11 +363,24 @@ def _worker_main(setup: WorkerSetup, tasks: Any, results: Any, pause: Any) -> No
                 counts = count_occurrences(producer, task[2], len(setup.entries))
                 results.put(("counted", index, counts))
             else:
-                _encode(producer, results, pause, *task[1:])
+                _encode(producer, results, *task[1:])
         except RobertaStaticError as error:
             results.put(("error", index, error))
         except Exception as error:  # noqa: BLE001 (reaches the user as one line)
             results.put(("error", index, worker_failure(error)))
+
+
+def _end_with_parent() -> None:
+    """End this worker as soon as the main process ends, however it ends (a second Ctrl-C)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="roberta-static-parent", daemon=True).start()
 
 
 def worker_failure(error: Exception) -> CorpusError:
@@ -448,7 +406,7 @@ def shard_chunks(
     encode_stats: EncodeStats,
     may_stop_early: bool = True,
 ) -> Iterator[tuple[Chunk, int]]:
-    """The chunks of ``shard`` from ``state`` on, each with the shard's bytes read so far.
+    """The chunks of ``shard`` from ``state`` on, each with its end in bytes into the shard.
 
     ``may_stop_early``: see :meth:`Producer.chunks`.
 
@@ -459,29 +417,25 @@ def shard_chunks(
     start, end = shard.byte_range(producer.corpus.files)
     for chunk in producer.chunks(state, shard.stop, may_stop_early):
         # The reader's buffer runs past the shard's end: count what lies inside it.
-        yield chunk, min(max(0, producer.corpus.bytes_read - start), end - start)
+        yield chunk, min(max(0, chunk.end_bytes - start), end - start)
 
 
 def _encode(
     producer: Producer,
     results: Any,
-    pause: Any,
     index: int,
     shard: Shard,
     state: PassState,
     encode_stats: EncodeStats,
     may_stop_early: bool,
 ) -> None:
-    if pause.is_set():
-        results.put(("paused", index, state, encode_stats))
-        return
-    for chunk, bytes_done in shard_chunks(producer, shard, state, encode_stats, may_stop_early):
-        results.put(("batches", index, chunk.batches, bytes_done, chunk.state.stats.sentences))
-        if pause.is_set():
-            results.put(("paused", index, chunk.state, chunk.encode_stats))
-            return
+    """Send the shard's chunks, then its final state (a message with no batches)."""
+    end_bytes = 0
+    for chunk, end_bytes in shard_chunks(producer, shard, state, encode_stats, may_stop_early):
+        message = (chunk.batches, chunk.state, chunk.encode_stats, end_bytes, False)
+        results.put(("chunk", index, *message))
     # The producer updated ``state`` in place to the shard's end.
-    results.put(("done", index, state, replace(producer.subwords.stats)))
+    results.put(("chunk", index, [], state, replace(producer.subwords.stats), end_bytes, True))
 
 
 def run_parallel(
@@ -501,7 +455,13 @@ def run_parallel(
     """
     workers = config.workers or 1
     stop = checkpointing.stop if checkpointing is not None else None
-    with ParallelPass(encoders, corpus, vocab, config, report, workers) as pass_:
+    with ExitStack() as stack:
+        # A stop while the workers start would cut their setup short: it waits for them.
+        starting = checkpointing.uninterrupted() if checkpointing is not None else nullcontext()
+        with starting:
+            pass_ = stack.enter_context(
+                ParallelPass(encoders, corpus, vocab, config, report, workers)
+            )
         if resume_from is not None:
             shard_states = restore_shards(resume_from, pass_)
         else:
@@ -509,12 +469,10 @@ def run_parallel(
             shard_states = fresh_shards(
                 shards, len(vocab), config, lambda first: pass_.count(first, stop)
             )
-        saver = _ParallelSaver(pass_, checkpointing, vocab) if checkpointing else None
-        every = checkpointing.every_seconds if checkpointing is not None else 0.0
         if checkpointing is not None:
-            # From here a stop pauses the workers and saves their work (the encoders are threads).
+            # From here a stop saves the work done (the encoders are threads of this process).
             checkpointing.nothing_to_lose = False
-        pass_.run(shard_states, stop, saver, every)
+        shard_states = pass_.run(shard_states, checkpointing)
     sums, counts, stats = pass_.result(shard_states)
     return sums, counts, stats, occurring(shard_states)
 
@@ -562,23 +520,6 @@ def fresh_shards(
     return states
 
 
-class _ParallelSaver:
-    """Saves the parallel pass at a pause; a stop ends the run once saved."""
-
-    def __init__(
-        self, pass_: ParallelPass, checkpointing: Checkpointing, vocab: Vocabulary
-    ) -> None:
-        self.pass_, self.checkpointing, self.vocab = pass_, checkpointing, vocab
-
-    def __call__(self, shard_states: list[ShardState]) -> bool:
-        pass_, checkpointing = self.pass_, self.checkpointing
-        sums, counts, stats = pass_.result(shard_states)
-        stats.seconds += time.perf_counter() - pass_.started
-        result = (sums, counts, stats)
-        save_shards(checkpointing, pass_.config, pass_.corpus, self.vocab, shard_states, result)
-        return True
-
-
 def save_shards(
     checkpointing: Checkpointing,
     config: DistillConfig,
@@ -589,7 +530,9 @@ def save_shards(
 ) -> None:
     """Save the shard states with the ``result`` (sums, counts, statistics) of their work.
 
-    Raises :class:`Interrupted` once saved when the run was asked to stop.
+    The shards' leftover batches go into the checkpoint's ``leftover``, in shard order, each
+    shard's record saying how many are its own. Raises :class:`Interrupted` once saved when the
+    run was asked to stop.
     """
     files = corpus.files
     everything = Position(len(files), 0, 1, 0)
@@ -606,6 +549,7 @@ def save_shards(
             sums=result[0],
             counts=result[1],
             remaining=np.zeros(0, dtype=np.int64),
+            leftover=[batch for entry in shard_states for batch in entry.leftover],
             shards=[_shard_record(entry) for entry in shard_states],
             shard_quota=np.stack([entry.quota for entry in shard_states]),
             shard_remaining=np.stack([entry.state.remaining for entry in shard_states]),
@@ -625,6 +569,7 @@ def _shard_record(entry: ShardState) -> dict[str, Any]:
         "may_stop_early": entry.may_stop_early,
         "stats": asdict(entry.state.stats),
         "encode_stats": asdict(entry.encode_stats),
+        "leftover": len(entry.leftover),
     }
 
 
@@ -642,14 +587,17 @@ def restore_shards(saved: Checkpoint, pass_: ParallelPass) -> list[ShardState]:
 
 def load_shards(saved: Checkpoint) -> list[ShardState]:
     """The shard states saved in a parallel checkpoint."""
-    states = []
+    states, leftover = [], iter(saved.leftover)
     for record, quota, remaining in zip(
         saved.shards, saved.shard_quota, saved.shard_remaining, strict=True
     ):
         shard = Shard(Position(**record["start"]), Position(**record["stop"]))
         state = PassState(Position(**record["position"]), remaining, RunStats(**record["stats"]))
         encode = EncodeStats(**record["encode_stats"])
+        batches = list(itertools.islice(leftover, record.get("leftover", 0)))
         states.append(
-            ShardState(shard, state, encode, quota, record["done"], record["may_stop_early"])
+            ShardState(
+                shard, state, encode, quota, record["done"], record["may_stop_early"], batches
+            )
         )
     return states

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import CORPUS_LINES
 
-from roberta_static import DistillConfig, distill
-from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static import DistillConfig, StaticVectors, distill
+from roberta_static.checkpoint import Checkpoint, Checkpointing, load_checkpoint
 from roberta_static.corpus import Corpus
+from roberta_static.encoder import load_pretrained
 from roberta_static.errors import Interrupted
+from roberta_static.pipeline import distill_from_model
 from roberta_static.shards import plan_shards
+from roberta_static.vocab import Vocabulary
 from roberta_static.workers import quotas
 
 
@@ -124,6 +132,54 @@ def test_a_stopped_parallel_run_resumes_exactly_with_another_worker_count(
         assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
 
 
+def stop_holding_a_batch(model, checkpointing: Checkpointing, at_call: int) -> None:
+    """Set the stop in the encoder's ``at_call``-th forward and hold it there until saved.
+
+    The encoders then hold a chunk begun but not summed: the checkpoint keeps its batches left.
+    """
+    calls = []
+
+    def hook(module, args):
+        calls.append(1)
+        if len(calls) == at_call:
+            checkpointing.stop.set()
+            _wait_until(lambda: checkpointing.written)
+
+    model.register_forward_pre_hook(hook)
+
+
+def stopped_with_batches_left(roberta_dir, corpus, vocab_file, out) -> Checkpoint:
+    """A run with two workers, stopped with a chunk half summed; its checkpoint."""
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=16, batch_tokens=64
+    )
+    model, tokenizer = load_pretrained(config)
+    checkpointing = Checkpointing(out, 0)
+    stop_holding_a_batch(model, checkpointing, at_call=3)
+    with pytest.raises(Interrupted, match="resume with"):
+        distill_from_model(
+            model, tokenizer, Corpus([corpus]), Vocabulary.from_file(vocab_file, "lower"),
+            config.replace(workers=2), checkpointing=checkpointing,
+        )  # fmt: skip
+    saved = load_checkpoint(out)
+    assert saved.leftover and sum(shard["leftover"] for shard in saved.shards) == len(
+        saved.leftover
+    )
+    return saved
+
+
+def test_batches_left_at_a_stop_wait_in_the_checkpoint_and_are_summed_once_resumed(
+    roberta_dir, corpus_folder, vocab_file, small_shards, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0)
+    serial = distill(corpus_folder, vocab_file, config)
+    saved = stopped_with_batches_left(roberta_dir, corpus_folder, vocab_file, tmp_path / "out")
+    resumed = distill(corpus_folder, vocab_file, config.replace(workers=2), resume_from=saved)
+    assert_same_vectors(serial, resumed)
+    for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+        assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+
+
 def test_a_workers_bad_input_is_one_line_naming_the_file_and_line(
     roberta_dir, vocab_file, tmp_path
 ):
@@ -143,3 +199,81 @@ def test_a_workers_bad_input_is_one_line_naming_the_file_and_line(
         f"error: {corpus}:31: not valid JSON (Expecting property name enclosed in double quotes at column 2)"
     ]
     assert not out.exists()
+
+
+def _workers_of(pid: int, loading: bytes = b"") -> list[int]:
+    """The worker processes ``pid`` started that still run, and have mapped ``loading``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if parent != pid or b"spawn_main" not in (stat.parent / "cmdline").read_bytes():
+                continue
+            if loading in (stat.parent / "maps").read_bytes():
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+    return found
+
+
+def _wait_until(found, process=None, timeout: float = 120) -> None:
+    """Poll for a state (of the run in ``process``, if given), never sleeping a fixed time."""
+    deadline = time.monotonic() + timeout
+    while not found():
+        assert process is None or process.poll() is None, "the run ended before that state"
+        assert time.monotonic() < deadline, "the state never came"
+        time.sleep(0.005)
+
+
+@pytest.fixture()
+def busy_corpus(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_text("\n".join(CORPUS_LINES * 300) + "\n")
+    return path
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc for the worker processes")
+@pytest.mark.parametrize(
+    ("when", "to"),
+    [("workers starting", "group"), ("workers starting", "main"), ("encoding", "group")],
+)
+def test_sigint_stops_workers_quietly_and_what_was_done_resumes(
+    when, to, roberta_dir, busy_corpus, vocab_file, small_shards, tmp_path
+):
+    """SIGINT to the group (Ctrl-C in a terminal: workers too) or to the main process alone."""
+    options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--max-contexts", "0"]
+    options = [*map(str, options), "--chunk-sentences", "16", "--batch-tokens", "128"]
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        ["roberta-static", "distill", str(busy_corpus), *options, "--out", str(out)]
+        + ["--workers", "2", "--checkpoint-every", "0.05"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        if when == "workers starting":  # a worker importing torch, as it starts
+            _wait_until(lambda: _workers_of(process.pid, b"/torch/"), process)
+        else:
+            _wait_until((out / ".checkpoint" / "state.json").exists, process)
+        workers = _workers_of(process.pid)
+        if to == "group":
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            os.kill(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    assert process.returncode == 130, stderr
+    assert stderr.startswith("stopping... (Ctrl-C again to quit now)")
+    # No worker outlives the run.
+    _wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers))
+    if not (out / ".checkpoint").exists():  # stopped while the workers started
+        assert when == "workers starting" and "nothing was saved" in stderr
+        return
+    assert f"resume with: roberta-static distill --resume {out}" in stderr
+    subprocess.run(["roberta-static", "distill", "--resume", str(out), "-q"], check=True)
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0)
+    assert_same_vectors(distill(busy_corpus, vocab_file, config), StaticVectors.load(out))
