@@ -185,3 +185,13 @@ class PausedRun:
         os.kill(self.process.pid, signum)
         (self.folder / "go").touch()
         return self.process.communicate(timeout=timeout)[1]
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """A stopped CLI run keeps the default signal actions until its process exits (a second
+    Ctrl-C then ends it); run in-process by a test, the handlers come back for the next test."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
