@@ -101,9 +101,42 @@ def export(
         raise ConfigError(f"name at least one of {', '.join(EXPORT_FILES)}", field="formats")
     check_options(formats, sif_coefficient)
     vectors = StaticVectors.load(folder)
-    existing = [folder / EXPORT_FILES[f] for f in formats if (folder / EXPORT_FILES[f]).exists()]
+    existing = [path for f in formats for path in _targets(folder, f) if path.exists()]
     if existing and not overwrite:
         raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
+    for path in existing:
+        _check_replaceable(path)
     with atomic_files(folder) as staging:
         written = write_exports(vectors, staging, formats, sif_coefficient)
     return [folder / path.name for path in written]
+
+
+def _targets(folder: Path, fmt: ExportFormat) -> list[Path]:
+    """Every path the format's writer puts in ``folder`` (a word2vec file's counts beside it)."""
+    path = folder / EXPORT_FILES[fmt]
+    if fmt == "kv":  # gensim keeps large arrays in files named after the .kv
+        return [path, *folder.glob(f"{path.name}.*")]
+    if fmt in GENSIM_FORMATS:
+        from .gensim_adapter import counts_path
+
+        return [path, counts_path(path)]
+    return [path]
+
+
+def _check_replaceable(path: Path) -> None:
+    """Refuse to replace an export folder holding anything its writer did not put there."""
+    from .static_encoder import MODEL2VEC_FILES, SENTENCE_TRANSFORMERS_FILES
+
+    ours = {"model2vec": MODEL2VEC_FILES, "sentence-transformers": SENTENCE_TRANSFORMERS_FILES}
+    if path.name not in ours:
+        return
+    if not path.is_dir():
+        raise VectorsError(
+            f"{path}: not a folder roberta-static wrote; move it or export elsewhere"
+        )
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in ours[path.name])
+    if foreign:
+        raise VectorsError(
+            f"{path}: holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, which "
+            "roberta-static did not write; move them or export elsewhere (never replaced)"
+        )

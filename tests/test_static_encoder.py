@@ -127,8 +127,12 @@ def test_existing_export_needs_overwrite_and_bad_weights_are_refused(folder):
     (folder / "model2vec" / "stale.txt").write_text("old")
     with pytest.raises(VectorsError, match="model2vec: exists; pass --overwrite"):
         export(folder, ["model2vec"])
+    # A file the writer never makes is the user's: --overwrite does not replace its folder.
+    with pytest.raises(VectorsError, match="holds stale.txt, which roberta-static did not write"):
+        export(folder, ["model2vec"], overwrite=True)
+    assert (folder / "model2vec" / "stale.txt").read_text() == "old"
+    (folder / "model2vec" / "stale.txt").unlink()
     export(folder, ["model2vec"], overwrite=True)
-    assert not (folder / "model2vec" / "stale.txt").exists()
     assert (folder / "model2vec" / "model.safetensors").exists()
     with pytest.raises(ConfigError, match="sif_coefficient: weights the model2vec and sentence"):
         export(folder, ["word2vec"], sif_coefficient=1e-3)
@@ -175,3 +179,20 @@ def test_sif_help_reads_whole_at_80_columns():
         output = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80"}).output
         shown = help_of(output, SIF_COEFFICIENT.help[:12])
         assert shown == SIF_COEFFICIENT.help and shown.endswith(" is 1e-3"), (command, shown)
+
+
+def test_each_writer_makes_exactly_the_files_an_overwrite_may_replace(folder):
+    from roberta_static.static_encoder import MODEL2VEC_FILES, SENTENCE_TRANSFORMERS_FILES
+
+    export(folder, ["model2vec", "sentence-transformers"])
+    assert {p.name for p in (folder / "model2vec").iterdir()} == MODEL2VEC_FILES
+    names = {p.name for p in (folder / "sentence-transformers").iterdir()}
+    assert names == SENTENCE_TRANSFORMERS_FILES
+
+
+@pytest.mark.parametrize("fmt", ["word2vec", "word2vec-bin"])
+def test_a_counts_file_the_user_made_is_not_replaced_without_overwrite(folder, fmt):
+    (folder / "vectors.vocab").write_text("my own notes\n")
+    with pytest.raises(VectorsError, match="vectors.vocab: exists; pass --overwrite"):
+        export(folder, [fmt])
+    assert (folder / "vectors.vocab").read_text() == "my own notes\n"
