@@ -224,7 +224,10 @@ def _says_how_to_go_on(
     try:
         yield
     except RobertaStaticError as error:
-        if isinstance(error, Interrupted) or (saved is None and not checkpointing.written):
+        # An option refused (with --resume, say) leaves the checkpoint as it was: no "go on".
+        if isinstance(error, Interrupted | ConfigError) or (
+            saved is None and not checkpointing.written
+        ):
             raise
         if not isinstance(error, OutputError):
             then = f"the work before it is kept in {out / CHECKPOINT_DIR}: fix the input, then"

@@ -454,3 +454,16 @@ def test_a_full_disk_at_a_later_checkpoint_says_to_free_space_then_resume(
     resumed = CliRunner().invoke(app, ["distill", "--resume", str(out), "-q"])
     assert resumed.exit_code == 0, resumed.output
     assert (out / "vectors.npy").exists() and not (out / ".checkpoint").exists()
+
+
+def test_an_option_refused_on_resume_names_its_flag_and_asks_no_fix_of_the_input(
+    roberta_dir, long_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
+    result = CliRunner().invoke(app, ["distill", "--resume", str(out), "--workers", "2", "-q"])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: --workers: the checkpoint is of a run in one process")
+    assert "fix the input" not in result.output
+    assert (out / ".checkpoint").exists()
