@@ -138,8 +138,9 @@ def read_pairs(path: str | os.PathLike) -> list[tuple[str, str, float]]:
 def _pair(line: str, where: str, first: bool) -> tuple[str, str, float]:
     """One line's two words and score; ``where`` names the line in errors."""
     fields = [f.strip() for f in (line.split("\t") if "\t" in line else line.split())]
-    if len(fields) < 3 or not (fields[0] and fields[1]):
-        raise DatasetError(f"{where}: expected word1<TAB>word2<TAB>score")
+    if len(fields) != 3 or not (fields[0] and fields[1]):
+        found = f"; found {len(fields)} fields" if len(fields) != 3 else ""
+        raise DatasetError(f"{where}: expected word1<TAB>word2<TAB>score{found}")
     try:
         score = float(fields[2])
     except ValueError:

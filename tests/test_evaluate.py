@@ -207,6 +207,7 @@ def test_phrases_are_found_in_either_spelling():
         ("cat\tdog\t7\n# note\ncat\ttea\tnan\n", r"x.tsv:3: score 'nan' is not a finite number"),
         ("cat\tdog\t-inf\n", r"x.tsv:1: score '-inf' is not a finite number"),
         ("cat\t\t7\n", r"x.tsv:1: expected word1<TAB>word2<TAB>score"),
+        ("cat\tdog\t7\textra\n", r"x.tsv:1: expected word1<TAB>word2<TAB>score; found 4 fields"),
     ],
 )
 def test_a_bad_pair_line_is_named_with_its_problem(tmp_path, content, message):
