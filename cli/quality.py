@@ -171,16 +171,25 @@ def sweep_command(
 
 def _print_sweep(results: list) -> None:
     datasets = list(results[0].scores)
-    processings = list(dict.fromkeys(r.postprocessing for r in results))
-    columns = [f"{d}\n{p}" for p in processings for d in datasets]
-    # Labels never wrap ("mean" over "0-2" would read as two rows); the score headers give way.
-    table = Table(Column("candidate", no_wrap=True), *columns, "anisotropy\n(none)")
-    for label in dict.fromkeys(r.candidate.label for r in results):
-        rows = {r.postprocessing: r for r in results if r.candidate.label == label}
-        scores = [_score(rows[p].scores[d].spearman, ".1f") for p in processings for d in datasets]
-        table.add_row(label, *scores, f"{rows[processings[0]].anisotropy:.3f}")
     console = Console()
-    console.print(table)
+    # One table per post-processing keeps every label and header whole at 80 columns (a label
+    # wrapped over two rows, "mean" over "0-2", reads as two candidates).
+    for processing in dict.fromkeys(r.postprocessing for r in results):
+        table = Table(
+            Column("candidate", no_wrap=True),
+            *(Column(d, no_wrap=True) for d in datasets),
+            Column("anisotropy", no_wrap=True),
+            title=f"Spearman x 100, post-processing: {processing}",
+        )
+        # On a shallow model two candidates can be the same layers: one row each.
+        rows: dict = {}
+        for r in results:
+            if r.postprocessing == processing:
+                rows.setdefault(r.candidate.label, r)
+        for label, r in rows.items():
+            scores = [_score(r.scores[d].spearman, ".1f") for d in datasets]
+            table.add_row(label, *scores, f"{r.anisotropy:.3f}")
+        console.print(table)
     for d in datasets:
         covered, pairs = results[0].scores[d].covered, results[0].scores[d].pairs  # one vocabulary
         warn_coverage(d, covered, pairs, "pairs")
