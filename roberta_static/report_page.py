@@ -164,7 +164,7 @@ def _sweep_plot(rows: list[dict[str, str]]) -> Any:
         figure.add_trace(
             go.Scatter(
                 x=[int(r["layers"]) for r in line],
-                y=[float(r["spearman"]) for r in line],
+                y=[float(r["spearman"]) if r["spearman"] else None for r in line],  # a gap
                 mode="lines+markers",
                 name=f"{key[0]} ({key[1]})",
                 line={"dash": "solid" if key[1] == "none" else "dash"},

@@ -148,12 +148,17 @@ def write_csv(results: list[SweepResult], path: str | os.PathLike) -> None:
                         result.postprocessing,
                         f"{result.anisotropy:.3f}",
                         name,
-                        f"{scores.spearman:.2f}",
-                        f"{scores.pearson:.2f}",
+                        _score_cell(scores.spearman),
+                        _score_cell(scores.pearson),
                         scores.covered,
                         scores.pairs,
                     ]
                 )
+
+
+def _score_cell(score: float) -> str:
+    """A score for the CSV; empty where there is none (no covered pair), never ``nan``."""
+    return f"{score:.2f}" if np.isfinite(score) else ""
 
 
 def plot(results: list[SweepResult], path: str | os.PathLike) -> None:

@@ -132,3 +132,17 @@ def test_sweep_table_keeps_each_label_on_one_line_at_80_columns(
     labels = [line.split("│")[1].strip() for line in rows]
     one_table = list(dict.fromkeys(c.label for c in candidates(2)))
     assert labels == one_table * (len(labels) // len(one_table)), result.output
+
+
+def test_a_dataset_with_no_covered_pair_has_empty_score_cells_never_nan(tmp_path):
+    import csv
+
+    from roberta_static.evaluate import PairScores
+    from roberta_static.sweep import Candidate, SweepResult, write_csv
+
+    none = PairScores("w", pairs=353, covered=0, spearman=float("nan"), pearson=float("nan"))
+    some = PairScores("s", pairs=999, covered=60, spearman=0.5, pearson=0.25)
+    result = SweepResult(Candidate((1,), "mean"), "none", 0.5, {"w": none, "s": some})
+    write_csv([result], tmp_path / "sweep.csv")
+    rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
+    assert [(r["spearman"], r["pearson"]) for r in rows] == [("", ""), ("0.50", "0.25")]
