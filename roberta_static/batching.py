@@ -220,8 +220,9 @@ def text_window(max_length: int, special_tokens: int) -> int:
     """
     if max_length - special_tokens < MIN_WINDOW:
         raise ConfigError(
-            f"{max_length} leaves no room for text beside this model's {special_tokens} special "
-            f"tokens; use at least {special_tokens + MIN_WINDOW}",
+            f"{max_length} leaves {max(max_length - special_tokens, 0)} of the {MIN_WINDOW} "
+            f"tokens of text a window needs beside this model's {special_tokens} special tokens; "
+            f"use at least {special_tokens + MIN_WINDOW}",
             field="max_length",
         )
     return max_length - special_tokens

@@ -367,8 +367,8 @@ def test_layers_minus_zero_is_refused_before_torch_transformers_or_spacy_load(
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--max-length", "3"], "error: --max-length: 3 leaves no room for text beside"),
-        (["--max-length", "2"], "error: --max-length: 2 leaves no room for text beside"),
+        (["--max-length", "3"], "error: --max-length: 3 leaves 1 of the 2 tokens of text"),
+        (["--max-length", "2"], "error: --max-length: 2 leaves 0 of the 2 tokens of text"),
         (["--layers", "-100"], "error: --layers: [-100] out of range; this model has layers 0-2"),
     ],
 )

@@ -146,8 +146,8 @@ def test_loading_prints_nothing_and_leaves_transformers_bars_as_they_were(
         ({"layers": "-100"}, r"layers: \[-100\] out of range; this model has layers 0-2"),
         (
             {"max_length": 3},
-            "max_length: 3 leaves no room for text beside this model's 2 special tokens; "
-            "use at least 4",
+            "max_length: 3 leaves 1 of the 2 tokens of text a window needs beside this model's "
+            "2 special tokens; use at least 4",
         ),
     ],
 )
@@ -170,6 +170,6 @@ def test_an_encoder_with_no_room_beside_the_special_tokens_is_a_config_error(rob
     from roberta_static.encoder import Encoder
 
     model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
-    with pytest.raises(ConfigError, match="max_length: 3 leaves no room"):
+    with pytest.raises(ConfigError, match="max_length: 3 leaves 1 of the 2 tokens of text"):
         Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=3))
     assert Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=4))
