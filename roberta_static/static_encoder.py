@@ -33,7 +33,6 @@ PHRASE_JOINER = "_"
 STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
 
 
-
 # What each writer puts in its folder: an --overwrite replaces a folder holding these only.
 MODEL2VEC_FILES = frozenset(
     {"model.safetensors", "tokenizer.json", "config.json", "modules.json", "README.md"}
@@ -47,6 +46,7 @@ SENTENCE_TRANSFORMERS_FILES = frozenset(
         "README.md",
     }
 )
+
 
 def check_sif_coefficient(coefficient: float | None) -> None:
     """Refuse a SIF coefficient outside (0, 1), as model2vec does."""
