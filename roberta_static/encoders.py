@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+from torch import nn
 
 from .accumulate import Accumulator
 from .batching import Batch, EncodeStats
@@ -223,8 +224,8 @@ class _Dropped(Exception):
 class EncoderThreads:
     """One thread per encoder, each summing the batches it takes into its own accumulator.
 
-    Once the ledger is closed, a batch in flight is cut short at its model's next layer: a hook
-    on every module checks, so a stop does not wait for the batch (seconds on a CPU).
+    Once the ledger is closed, a batch in flight is cut short at its model's next block: a hook
+    on each block checks, so a stop does not wait for the batch (seconds on a CPU).
     """
 
     def __init__(
@@ -240,10 +241,14 @@ class EncoderThreads:
             maxsize=4 * len(encoders)
         )
         self.failure: BaseException | None = None
+        # The blocks only (the items of the model's module lists): a hook on every module would
+        # add a Python call to each of the hundreds of module calls of every batch.
         self.hooks = [
-            module.register_forward_pre_hook(self._cut_short)
+            block.register_forward_pre_hook(self._cut_short)
             for encoder in encoders
-            for module in encoder.model.modules()
+            for blocks in encoder.model.modules()
+            if isinstance(blocks, nn.ModuleList)
+            for block in blocks
         ]
         self.threads = [
             threading.Thread(target=self._work, args=(*parts, config), daemon=True)
