@@ -22,11 +22,11 @@ from quality import DATASETS, dataset_words, minilm_path
 from throughput import hardware
 
 from roberta_static import DistillConfig
-from roberta_static.corpus import Corpus
-from roberta_static.encoder import load_pretrained
-from roberta_static.evaluate import dataset_path, evaluate_pairs
-from roberta_static.pipeline import distill_from_model
-from roberta_static.vocab import Vocabulary
+from roberta_static.api import distill_from_model
+from roberta_static.model.loading import load_pretrained
+from roberta_static.quality.evaluate import dataset_path, evaluate_pairs
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.vocab import Vocabulary
 
 
 def main() -> None:

@@ -46,12 +46,12 @@ from scipy.stats import spearmanr
 from sentence_transformers import SentenceTransformer
 
 from roberta_static import DistillConfig, StaticVectors, distill
-from roberta_static.encoder import load_pretrained
-from roberta_static.exports import export
-from roberta_static.pipeline import decontextualized
-from roberta_static.postprocess import PostProcessing, postprocess
-from roberta_static.segment import load_segmenter
-from roberta_static.vocab import Vocabulary
+from roberta_static.api import decontextualized
+from roberta_static.formats.exports import export
+from roberta_static.model.loading import load_pretrained
+from roberta_static.text.segment import load_segmenter
+from roberta_static.text.vocab import Vocabulary
+from roberta_static.vectors.postprocess import PostProcessing, postprocess
 
 Embed = Callable[[list[str]], np.ndarray]
 PAIRS = np.triu_indices(50, 1)

@@ -26,7 +26,7 @@ import numpy as np
 from throughput import default_model, hardware, vocabulary_words, write_corpus
 
 from roberta_static import DistillConfig, StaticVectors, distill
-from roberta_static.vocab import Vocabulary
+from roberta_static.text.vocab import Vocabulary
 
 
 def timed_distill(

@@ -39,12 +39,12 @@ from quality import DATASETS
 from spacy.language import Language
 
 from roberta_static import DistillConfig, StaticVectors
-from roberta_static.encoder import Encoder
-from roberta_static.evaluate import dataset_path
-from roberta_static.fill import fit_map, held_out_check, held_out_split, mean_cosine
-from roberta_static.pipeline import decontextualized
-from roberta_static.segment import load_segmenter
-from roberta_static.vocab import MatchedSentence, Vocabulary
+from roberta_static.api import decontextualized
+from roberta_static.model.encoder import Encoder
+from roberta_static.quality.evaluate import dataset_path
+from roberta_static.text.segment import load_segmenter
+from roberta_static.text.vocab import MatchedSentence, Vocabulary
+from roberta_static.vectors.fill import fit_map, held_out_check, held_out_split, mean_cosine
 
 MIN_COUNT = 3
 WORD_CONTEXTS = 50

@@ -29,13 +29,20 @@ from quality import DATASETS, dataset_words, minilm_path
 from scipy.stats import spearmanr
 
 from roberta_static import DistillConfig, StaticVectors
-from roberta_static.accumulate import Accumulator, output_dim
-from roberta_static.corpus import Corpus
-from roberta_static.encoder import Encoder, load_pretrained
-from roberta_static.evaluate import dataset_path, find_key, read_pairs
-from roberta_static.fill import choose_alpha, fit_map, fit_ridge, held_out_split, mean_cosine
-from roberta_static.pipeline import decontextualized, distill_from_model
-from roberta_static.vocab import MatchedSentence, Vocabulary
+from roberta_static.api import decontextualized, distill_from_model
+from roberta_static.model.encoder import Encoder
+from roberta_static.model.loading import load_pretrained
+from roberta_static.model.pooling import Accumulator, output_dim
+from roberta_static.quality.evaluate import dataset_path, find_key, read_pairs
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.vocab import MatchedSentence, Vocabulary
+from roberta_static.vectors.fill import (
+    choose_alpha,
+    fit_map,
+    fit_ridge,
+    held_out_split,
+    mean_cosine,
+)
 
 CARRIERS = (
     "This is about {}.",

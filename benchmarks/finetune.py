@@ -21,12 +21,13 @@ from gensim_corpus import lee_documents, wiki_paragraphs
 from quality import DATASETS, dataset_words, minilm_path
 
 from roberta_static import DistillConfig
-from roberta_static.corpus import Corpus
-from roberta_static.encoder import load_pretrained
-from roberta_static.evaluate import dataset_path, evaluate_pairs
-from roberta_static.finetune import FINETUNE_FILE, FinetuneConfig, finetune
-from roberta_static.pipeline import distill_from_model
-from roberta_static.vocab import Vocabulary
+from roberta_static.api import distill_from_model
+from roberta_static.finetune.config import FinetuneConfig
+from roberta_static.finetune.run import FINETUNE_FILE, finetune
+from roberta_static.model.loading import load_pretrained
+from roberta_static.quality.evaluate import dataset_path, evaluate_pairs
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.vocab import Vocabulary
 
 
 def scores(model: str, corpus: Path) -> tuple[list[str], float]:

@@ -31,12 +31,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from throughput import corpus_lines, default_model, vocabulary_words  # noqa: E402
 
-from roberta_static import DistillConfig  # noqa: E402
-from roberta_static.corpus import Corpus  # noqa: E402
-from roberta_static.runner import PassState, Producer  # noqa: E402
-from roberta_static.segment import load_segmenter  # noqa: E402
-from roberta_static.shards import Shard, plan_shards  # noqa: E402
-from roberta_static.vocab import VocabMatcher, Vocabulary  # noqa: E402
+from roberta_static import DistillConfig
+from roberta_static.engine.producer import Producer
+from roberta_static.engine.state import PassState
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.segment import load_segmenter
+from roberta_static.text.shards import Shard, plan_shards
+from roberta_static.text.vocab import VocabMatcher, Vocabulary
 
 _producer: Producer | None = None
 _entries = 0
@@ -45,7 +46,7 @@ _entries = 0
 def build_producer(files: list[str], words: list[str], model: str, max_contexts: int) -> Producer:
     from transformers import AutoTokenizer
 
-    from roberta_static.batching import SubwordEncoder
+    from roberta_static.model.subwords import SubwordEncoder
 
     config = DistillConfig(model=model, max_contexts=max_contexts)
     tokenizer = AutoTokenizer.from_pretrained(config.model)

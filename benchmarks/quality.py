@@ -25,13 +25,13 @@ from gensim.models import FastText, KeyedVectors, Word2Vec
 from gensim_corpus import lee_documents, wiki_paragraphs
 
 from roberta_static import DistillConfig, StaticVectors
-from roberta_static.corpus import Corpus
-from roberta_static.encoder import load_pretrained
-from roberta_static.evaluate import dataset_path, evaluate_pairs, find_key, read_pairs
-from roberta_static.model_source import packaged_model_folder
-from roberta_static.pipeline import decontextualized, distill_from_model
-from roberta_static.segment import load_segmenter
-from roberta_static.vocab import Vocabulary
+from roberta_static.api import decontextualized, distill_from_model
+from roberta_static.model.loading import load_pretrained
+from roberta_static.model.sources import packaged_model_folder
+from roberta_static.quality.evaluate import dataset_path, evaluate_pairs, find_key, read_pairs
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.segment import load_segmenter
+from roberta_static.text.vocab import Vocabulary
 
 DATASETS = ("simlex999", "wordsim353")
 

@@ -34,10 +34,11 @@ import numpy as np
 import torch
 
 from roberta_static import DistillConfig
-from roberta_static.corpus import Corpus
-from roberta_static.encoder import Encoder, load_pretrained
-from roberta_static.pipeline import distill_from_model
-from roberta_static.vocab import Vocabulary
+from roberta_static.api import distill_from_model
+from roberta_static.model.encoder import Encoder
+from roberta_static.model.loading import load_pretrained
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.vocab import Vocabulary
 
 
 def peak_rss_mb() -> float:

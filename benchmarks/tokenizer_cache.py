@@ -16,7 +16,7 @@ import string
 import subprocess
 import sys
 
-from roberta_static.segment import TOKENIZER_CACHE_CHUNKS, load_segmenter
+from roberta_static.text.segment import TOKENIZER_CACHE_CHUNKS, load_segmenter
 
 
 def grown_mb(words: int, cache_size: int) -> float:

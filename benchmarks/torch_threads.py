@@ -18,7 +18,7 @@ import torch
 from throughput import default_model, vocabulary_words, write_corpus
 
 from roberta_static import DistillConfig, distill
-from roberta_static.vocab import Vocabulary
+from roberta_static.text.vocab import Vocabulary
 
 
 def timed(corpus: Path, vocab: Vocabulary, config: DistillConfig, threads: int) -> float:

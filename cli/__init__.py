@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from roberta_static import __version__
+from roberta_static.version import __version__
 
 from ._util import Command, CommandGroup, Flag
 from .distill import distill_command

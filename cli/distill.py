@@ -10,16 +10,8 @@ from pathlib import Path
 import typer
 
 from roberta_static.atomic import atomic_directory, check_output_dir, output_lock
-from roberta_static.checkpoint import (
-    CHECKPOINT_DIR,
-    Checkpoint,
-    Checkpointing,
-    StopNow,
-    checkpoint_entries,
-)
 from roberta_static.config import DistillConfig
-from roberta_static.corpus import check_readable
-from roberta_static.corpus_files import OWN_OUTPUT, find_corpus_files
+from roberta_static.engine.checkpoint import CHECKPOINT_DIR, Checkpoint, checkpoint_entries
 from roberta_static.errors import (
     ConfigError,
     Interrupted,
@@ -27,8 +19,11 @@ from roberta_static.errors import (
     RobertaStaticError,
     short_list,
 )
-from roberta_static.model_source import SPACY_PREFIX, resolve_model_name
-from roberta_static.vectors import StaticVectors, vectors_folder_entries
+from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
+from roberta_static.stopping import Checkpointing, StopNow
+from roberta_static.text.corpus import check_readable
+from roberta_static.text.files import OWN_OUTPUT, find_corpus_files
+from roberta_static.vectors.static import StaticVectors, vectors_folder_entries
 
 from ._util import (
     Arg,
@@ -138,7 +133,7 @@ def distill_command(
             normalize=normalize,
         )
         given = make_config(**options) if model is not None else None
-        from roberta_static.exports import check_options, parse_formats, write_exports
+        from roberta_static.formats.exports import check_options, parse_formats, write_exports
 
         export_formats = parse_formats(formats)
         check_options(export_formats, sif_coefficient)
@@ -195,7 +190,7 @@ def _run(
 ) -> StaticVectors:
     """The pass, with checkpoints, a progress bar, and Ctrl-C as a clean stop."""
     # torch, transformers and spaCy load only once the options and paths have passed.
-    from roberta_static.pipeline import distill
+    from roberta_static.api import distill
 
     from .progress import DistillProgress
 
@@ -256,7 +251,7 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     Options typed again may change how the run goes (batch size, device), not its result: a
     changed result option or a changed corpus is refused, naming what differs.
     """
-    from roberta_static.checkpoint import differences, load_checkpoint
+    from roberta_static.engine.checkpoint import differences, load_checkpoint
 
     saved = load_checkpoint(folder)
     config = make_config(**{**saved.config, **typed})
@@ -264,7 +259,7 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     files = _corpus_files(paths)
     found = differences(saved, config, files)
     if vocab is not None:
-        from roberta_static.vocab import Vocabulary
+        from roberta_static.text.vocab import Vocabulary
 
         if Vocabulary.from_file(vocab, config.case).entries != saved.entries:
             found.append(f"the vocabulary {vocab} differs from the checkpoint's")

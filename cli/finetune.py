@@ -7,16 +7,10 @@ from pathlib import Path
 
 import typer
 
-from roberta_static.checkpoint import StopNow
 from roberta_static.errors import ConfigError, Interrupted
-from roberta_static.finetune import (
-    BATCH_SIZE,
-    FINETUNE_FILE,
-    MINIMUMS,
-    RUN_DIR,
-    FinetuneConfig,
-    StopRequest,
-)
+from roberta_static.finetune.config import BATCH_SIZE, MINIMUMS, FinetuneConfig
+from roberta_static.finetune.run import FINETUNE_FILE, RUN_DIR, StopRequest
+from roberta_static.stopping import StopNow
 
 from ._util import Flag, Opt, flag, one_line_errors, require_inputs, stop_on_signals, typed_by_user
 from .options import (
@@ -89,7 +83,7 @@ def finetune_command(
                 trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
             )
         from roberta_static.atomic import check_not_source, output_lock
-        from roberta_static.finetune import finetune
+        from roberta_static.finetune.run import finetune
 
         from .progress import FinetuneProgressBar
 

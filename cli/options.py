@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from roberta_static import postprocess
 from roberta_static.config import _CHOICES, MINIMUMS, DistillConfig
+from roberta_static.vectors import postprocess
 
 from ._util import Arg, Flag, Opt, choices
 

@@ -46,7 +46,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from roberta_static.evaluate import AnalogyScores, PairScores
+    from roberta_static.quality.evaluate import AnalogyScores, PairScores
 
 
 # fmt: off
@@ -60,13 +60,13 @@ def evaluate_command(
     # fmt: on
     """Score vectors on word-similarity datasets (Spearman and Pearson x 100, coverage)."""
     with one_line_errors():
-        from roberta_static.evaluate import (
+        from roberta_static.quality.evaluate import (
             dataset_path,
             evaluate_analogies,
             evaluate_pairs,
             load_for_evaluation,
         )
-        from roberta_static.postprocess import anisotropy
+        from roberta_static.vectors.postprocess import anisotropy
 
         kv, lower = load_for_evaluation(vectors, allow_pickle)
         scores = [evaluate_pairs(kv, path, lower, name) for name, path in map(dataset_path, dataset)]
@@ -155,7 +155,7 @@ def sweep_command(
         with output_lock(out):
             check_output_dir(out, overwrite, [sweep_folder_entries])
             # torch, transformers and spaCy load only once the options and paths have passed.
-            from roberta_static.sweep import CSV_FILE, PLOT_FILE, plot, run_sweep, write_csv
+            from roberta_static.quality.sweep import CSV_FILE, PLOT_FILE, plot, run_sweep, write_csv
 
             from .progress import DistillProgress
 
@@ -207,7 +207,7 @@ def _print_sweep(results: list) -> None:
 
 def warn_coverage(dataset: str, covered: int, total: int, items: str) -> None:
     """Caution on stderr when a score rests on too few of a dataset's items to mean much."""
-    from roberta_static.evaluate import MIN_COVERAGE, MIN_COVERED, low_coverage
+    from roberta_static.quality.evaluate import MIN_COVERAGE, MIN_COVERED, low_coverage
 
     if not covered:
         typer.echo(f"warning: {dataset}: none of its {total:,} {items} is covered; no score", err=True)
@@ -243,8 +243,8 @@ def postprocess_command(
     with one_line_errors():
         from roberta_static.atomic import check_not_source, output_lock
         from roberta_static.errors import ConfigError
-        from roberta_static.postprocess import PostProcessing, postprocess
-        from roberta_static.vectors import StaticVectors
+        from roberta_static.vectors.postprocess import PostProcessing, postprocess
+        from roberta_static.vectors.static import StaticVectors
 
         steps = PostProcessing(center, remove_top_pcs, pca, normalize)
         if steps.is_identity:

@@ -12,7 +12,7 @@ from .options import ALLOW_PICKLE, TRUST_REMOTE_CODE
 from .quality import warn_coverage
 
 if TYPE_CHECKING:
-    from roberta_static.vectors import StaticVectors
+    from roberta_static.vectors.static import StaticVectors
 
 
 # fmt: off
@@ -33,8 +33,8 @@ def report_command(
     """Write an HTML report: provenance, coverage, filled entries, neighbours, a 2-D map, scores."""
     with one_line_errors():
         from roberta_static.errors import ConfigError
-        from roberta_static.report import gather
-        from roberta_static.report_page import check_report_file, require_page_extra, write_report
+        from roberta_static.quality.page import check_report_file, require_page_extra, write_report
+        from roberta_static.quality.report import gather
 
         given = [name for name, value in (("--sentence", sentence), ("--word", word), ("--model", model)) if value]
         if given and len(given) < 3:
@@ -56,8 +56,8 @@ def report_command(
 
 def _layer_view_vectors(vectors: Path, sentence: str, word: str) -> StaticVectors:
     """The vectors, once the layer view's checks that need no model pass."""
-    from roberta_static.layer_view import locate_word
-    from roberta_static.vectors import StaticVectors
+    from roberta_static.quality.layer_view import locate_word
+    from roberta_static.vectors.static import StaticVectors
 
     static = StaticVectors.load(vectors)
     locate_word(static, sentence, word, str(vectors))
@@ -65,8 +65,8 @@ def _layer_view_vectors(vectors: Path, sentence: str, word: str) -> StaticVector
 
 
 def _layer_view(static: StaticVectors, model: str, sentence: str, word: str, trust_remote_code: bool, allow_pickle: bool) -> object:
-    from roberta_static.encoder import load_pretrained
-    from roberta_static.layer_view import layer_view
+    from roberta_static.model.loading import load_pretrained
+    from roberta_static.quality.layer_view import layer_view
 
     from .options import make_config, quiet_transformers
 

@@ -24,7 +24,6 @@ def spacy_init_command(
     with one_line_errors():
         import spacy
 
-        from roberta_static import __version__
         from roberta_static.atomic import (
             atomic_directory,
             check_not_source,
@@ -33,6 +32,7 @@ def spacy_init_command(
         )
         from roberta_static.errors import ConfigError
         from roberta_static.outputs import PIPELINE_MARK, pipeline_entries
+        from roberta_static.version import __version__
 
         check_not_source(out, vectors)
         with output_lock(out):

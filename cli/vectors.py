@@ -23,7 +23,7 @@ def export_command(
     # fmt: on
     """Write exports into a vectors folder: gensim files, model2vec and sentence-transformers folders."""
     with one_line_errors():
-        from roberta_static.exports import export, parse_formats
+        from roberta_static.formats.exports import export, parse_formats
 
         for path in export(vectors, parse_formats(formats), overwrite, sif_coefficient):
             typer.echo(f"wrote {path}")
@@ -37,7 +37,7 @@ def info_command(
     # fmt: on
     """Print a vectors folder's size, model, options and run statistics."""
     with one_line_errors():
-        from roberta_static.vectors import StaticVectors
+        from roberta_static.vectors.static import StaticVectors
 
         vecs = StaticVectors.load(vectors)
         if as_json:
@@ -65,8 +65,8 @@ def similar_command(
     """Print the nearest neighbours of a word by cosine similarity."""
     with one_line_errors():
         from roberta_static.errors import VectorsError
-        from roberta_static.evaluate import find_key
-        from roberta_static.gensim_adapter import load_keyed_vectors
+        from roberta_static.formats.gensim import load_keyed_vectors
+        from roberta_static.quality.evaluate import find_key
 
         kv = load_keyed_vectors(vectors, allow_pickle=allow_pickle)
         key = find_key(kv, word, lower=True)

@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 
 from .config import DistillConfig, parse_layers
 from .errors import (
@@ -24,12 +23,8 @@ from .errors import (
     VectorsError,
     VocabError,
 )
-from .vectors import StaticVectors
-
-try:
-    __version__ = version("roberta-static")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0+unknown"
+from .vectors.static import StaticVectors
+from .version import __version__
 
 # In a source checkout the subpackages ``cli`` and ``spacy_plugin`` are top-level folders that
 # setup.cfg maps into this package at install time. Imported from a checkout (which shadows the
@@ -46,7 +41,7 @@ if not os.path.isdir(os.path.join(__path__[0], "spacy_plugin")) and all(
 def __getattr__(name: str) -> object:
     # torch and transformers load only when the distillation API is first used.
     if name in {"distill", "distill_from_model", "Progress"}:
-        from . import pipeline as module
+        from . import api as module
 
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import ConfigError, require_minimums
-from .postprocess import PostProcessing
+from .vectors.postprocess import PostProcessing
 
 Pooling = Literal["mean", "first", "last", "max"]
 Combine = Literal["mean", "sum", "concat"]
@@ -136,7 +136,7 @@ class DistillConfig:
             default) the pass runs in this process. With the Ray engine: shard tasks running at
             once (default: the cluster's CPUs).
         engine: ``local`` runs the pass on this machine; ``ray`` on a Ray cluster (see
-            :mod:`roberta_static.ray_engine`).
+            :mod:`roberta_static.engine.ray.driver`).
         ray_address: The Ray cluster to join (``auto``, ``HOST:PORT``); unset: the one this
             process is connected to, or a new local one.
         encoders: Encoder actors on a Ray cluster (default: one per GPU, or 1 without GPUs).
@@ -149,7 +149,7 @@ class DistillConfig:
         max_vocab: Without a vocabulary file, keep at most this many of the most frequent words.
         fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own;
             ``mapped`` maps those vectors into the contextual space with a ridge map fitted on
-            the seen entries (see :mod:`roberta_static.fill`).
+            the seen entries (see :mod:`roberta_static.vectors.fill`).
         trust_remote_code: Allow model code from the hub (runs foreign code: off by default).
         allow_pickle: Allow pickled ``.bin`` weights when no safetensors file exists.
         center: Subtract the mean vector from the result.

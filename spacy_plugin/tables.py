@@ -13,7 +13,7 @@ from spacy.strings import StringStore
 from spacy.vectors import Vectors
 
 from roberta_static.errors import ConfigError, VectorsError
-from roberta_static.vectors import StaticVectors, guess_case
+from roberta_static.vectors.static import StaticVectors, guess_case
 
 from .factories import CasePolicy
 
@@ -40,7 +40,7 @@ def read_vectors(
         vectors = StaticVectors.load(path)
         words, matrix, found_case = vectors.words, vectors.vectors, vectors.case
     else:
-        from roberta_static.gensim_adapter import load_keyed_vectors
+        from roberta_static.formats.gensim import load_keyed_vectors
 
         kv = load_keyed_vectors(path, allow_pickle=allow_pickle)
         words, matrix = list(kv.index_to_key), kv.vectors

@@ -6,15 +6,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
-from roberta_static.batching import (
-    EncoderInput,
+from roberta_static.model.batches import EncoderInput, make_batches
+from roberta_static.model.subwords import (
     SubwordEncoder,
     choose_windows,
     locate_subwords,
-    make_batches,
     window_starts,
 )
-from roberta_static.vocab import MatchedSentence
+from roberta_static.text.vocab import MatchedSentence
 
 
 def test_locate_subwords_overlap_and_zero_width_markers():

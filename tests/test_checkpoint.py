@@ -15,13 +15,14 @@ from conftest import CORPUS_LINES, PausedRun
 from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
-from roberta_static.checkpoint import Checkpointing, StopNow, load_checkpoint, save_checkpoint
+from roberta_static.api import distill_from_model
 from roberta_static.cli import app
-from roberta_static.corpus import Corpus
-from roberta_static.encoder import load_pretrained
+from roberta_static.engine.checkpoint import load_checkpoint, save_checkpoint
 from roberta_static.errors import ConfigError, Interrupted, OutputError
-from roberta_static.pipeline import distill_from_model
-from roberta_static.vocab import Vocabulary
+from roberta_static.model.loading import load_pretrained
+from roberta_static.stopping import Checkpointing, StopNow
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.vocab import Vocabulary
 
 
 @pytest.fixture()
@@ -99,7 +100,7 @@ def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, voc
     out = tmp_path / "out"
     run = PausedRun(
         cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05"),
-        "roberta_static.runner:save_checkpoint",  # signalled once the first checkpoint is saved
+        "roberta_static.engine.serial:save_checkpoint",  # signalled once the first checkpoint is saved
         tmp_path / "pause",
     )
     stderr = run.signal(getattr(signal, how))
@@ -438,7 +439,7 @@ def test_a_full_disk_at_a_later_checkpoint_says_to_free_space_then_resume(
                 disk.setattr(np, "save", no_space)
             return save_checkpoint(folder, checkpoint)
 
-    monkeypatch.setattr("roberta_static.runner.save_checkpoint", full_after_the_first)
+    monkeypatch.setattr("roberta_static.engine.serial.save_checkpoint", full_after_the_first)
     out = tmp_path / "out"
     options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--chunk-sentences", "8"]
     result = CliRunner().invoke(

@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
 from roberta_static.atomic import output_lock
-from roberta_static.checkpoint import Checkpointing
 from roberta_static.cli import app
 from roberta_static.errors import Interrupted
-from roberta_static.exports import export
-from roberta_static.vectors import StaticVectors
+from roberta_static.formats.exports import export
+from roberta_static.stopping import Checkpointing
+from roberta_static.vectors.static import StaticVectors
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
@@ -253,7 +253,7 @@ def test_a_checkpoint_folder_holding_user_files_is_refused_before_the_run(
     def never(*args, **kwargs):
         raise AssertionError("the run started")
 
-    monkeypatch.setattr("roberta_static.pipeline.distill", never)
+    monkeypatch.setattr("roberta_static.api.distill", never)
     fresh = [corpus_file, "--vocab", vocab_file, "--model", roberta_dir, "--out", out]
     for args in (["--resume", out], [*fresh, "--overwrite"], fresh):
         result = run("distill", *args, "-q")
@@ -436,7 +436,7 @@ def test_a_mapped_fill_its_check_finds_worse_is_warned(
     roberta_dir, corpus_file, tmp_path, monkeypatch, mapped_cosine
 ):
     check = {"entries": 3, "mapped_cosine": mapped_cosine, "decontextualized_cosine": 0.8}
-    monkeypatch.setattr("roberta_static.fill.held_out_check", lambda x, y: check)
+    monkeypatch.setattr("roberta_static.vectors.fill.held_out_check", lambda x, y: check)
     words = {w.strip(".,;").lower() for line in CORPUS_LINES for w in line.split()}
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join([*sorted(words), "zebra"]) + "\n")
@@ -454,7 +454,7 @@ def test_a_binary_vocabulary_is_one_line_before_the_model_loads(corpus_file, tmp
     def no_model(config):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("roberta_static.pipeline.load_pretrained", no_model)
+    monkeypatch.setattr("roberta_static.api.load_pretrained", no_model)
     vocab = tmp_path / "vocab.txt"
     vocab.write_bytes(b"\0" * 1024)
     out = tmp_path / "out"
@@ -553,8 +553,8 @@ def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_pat
 def test_a_second_run_into_a_held_output_folder_is_refused_at_once(
     command, roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("roberta_static.pipeline.distill", never_run)
-    monkeypatch.setattr("roberta_static.sweep.run_sweep", never_run)
+    monkeypatch.setattr("roberta_static.api.distill", never_run)
+    monkeypatch.setattr("roberta_static.quality.sweep.run_sweep", never_run)
     out = tmp_path / "out"
     args = writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path)
     with output_lock(out):  # as another run would hold it
@@ -575,8 +575,8 @@ def never_run(*args, **kwargs):
 def test_an_output_folder_under_a_file_is_refused_before_any_work(
     command, roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("roberta_static.pipeline.distill", never_run)
-    monkeypatch.setattr("roberta_static.sweep.run_sweep", never_run)
+    monkeypatch.setattr("roberta_static.api.distill", never_run)
+    monkeypatch.setattr("roberta_static.quality.sweep.run_sweep", never_run)
     afile = tmp_path / "afile.txt"
     afile.write_text("mine")
     out = afile / "sub"
@@ -597,7 +597,7 @@ def test_an_output_folder_that_cannot_be_made_is_refused_before_any_work(
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", refuse_lock)
-    monkeypatch.setattr("roberta_static.pipeline.distill", never_run)
+    monkeypatch.setattr("roberta_static.api.distill", never_run)
     out = tmp_path / "locked" / "out"
     result = run("distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir,
                  "--out", out, "-q")  # fmt: skip

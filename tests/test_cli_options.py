@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 import roberta_static
 from roberta_static.cli import COMMANDS, app
-from roberta_static.exports import export
-from roberta_static.vectors import StaticVectors
+from roberta_static.formats.exports import export
+from roberta_static.vectors.static import StaticVectors
 
 runner = CliRunner()
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -308,7 +308,7 @@ def test_every_flag_an_error_advises_exists_on_that_command(
     case, exported, tmp_path, roberta_dir, corpus_file, monkeypatch
 ):
     if case.endswith("memory"):
-        monkeypatch.setattr("roberta_static.pipeline.free_memory", lambda device: 1)
+        monkeypatch.setattr("roberta_static.api.free_memory", lambda device: 1)
     args = advice_cases(exported, tmp_path, roberta_dir, corpus_file)[case]
     line = one_error_line(run(*args))
     advised = set(FLAG.findall(line))

@@ -46,7 +46,7 @@ def test_round_trip_through_dict():
 
 
 def test_all_layers_is_the_default_and_resolves_per_model():
-    from roberta_static.encoder import resolve_layers
+    from roberta_static.model.encoder import resolve_layers
 
     config = DistillConfig(model="m")
     assert config.layers == "all" and config.to_dict()["layers"] == "all"

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roberta_static.corpus import Corpus, decode
-from roberta_static.corpus_files import OWN_OUTPUT
 from roberta_static.errors import CorpusError
 from roberta_static.outputs import CSV_FILE, FINETUNE_FILE, PIPELINE_MARK
-from roberta_static.sweep import write_csv
-from roberta_static.vectors import StaticVectors
+from roberta_static.quality.sweep import write_csv
+from roberta_static.text.corpus import Corpus, decode
+from roberta_static.text.files import OWN_OUTPUT
+from roberta_static.vectors.static import StaticVectors
 
-corpus_module = "roberta_static.corpus"
+corpus_module = "roberta_static.text.corpus"
 
 
 def test_reads_plain_and_compressed_files_in_order(tmp_path):
@@ -144,7 +144,7 @@ def test_binary_files_are_skipped_and_listed(tmp_path):
 
 
 def test_a_long_line_without_newline_comes_in_bounded_pieces(tmp_path):
-    from roberta_static.corpus import MAX_UNIT_BYTES
+    from roberta_static.text.corpus import MAX_UNIT_BYTES
 
     text = " ".join(f"wörd{i}" for i in range(400_000))  # about 3.6 MB, no newline
     path = tmp_path / "long.txt"
@@ -233,7 +233,7 @@ def test_long_lines_come_in_bounded_pieces_that_keep_every_character(text):
 
 
 def test_texts_in_memory_are_units_read_lazily():
-    from roberta_static.corpus import TextCorpus
+    from roberta_static.text.corpus import TextCorpus
 
     read = []
 

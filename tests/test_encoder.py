@@ -6,8 +6,9 @@ import torch
 from transformers import AutoModel
 
 from roberta_static.config import DistillConfig
-from roberta_static.encoder import load_pretrained, resolve_layers, truncate_layers
 from roberta_static.errors import ConfigError, ModelLoadError
+from roberta_static.model.encoder import resolve_layers, truncate_layers
+from roberta_static.model.loading import load_pretrained
 
 
 def test_truncated_model_gives_the_same_states_and_leaves_the_original_whole(model_dir):
@@ -25,8 +26,8 @@ def test_truncated_model_gives_the_same_states_and_leaves_the_original_whole(mod
 
 @pytest.mark.parametrize("layers", ["0", "0,1", "1", "-1"])
 def test_encoder_states_are_the_full_models_chosen_hidden_states(model_dir, layers):
-    from roberta_static.batching import Batch
-    from roberta_static.encoder import Encoder
+    from roberta_static.model.batches import Batch
+    from roberta_static.model.encoder import Encoder
 
     model, tokenizer = load_pretrained(DistillConfig(model=str(model_dir)))
     ids = np.array([[0, 5, 6, 7, 2], [0, 8, 9, 2, 1]])
@@ -82,7 +83,7 @@ def test_model_needing_remote_code_is_refused_without_running_it(tmp_path):
 
 
 def test_unavailable_device_and_too_long_max_length(roberta_dir):
-    from roberta_static.encoder import Encoder, resolve_device
+    from roberta_static.model.encoder import Encoder, resolve_device
 
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="device: cuda is not available"):
@@ -95,7 +96,7 @@ def test_unavailable_device_and_too_long_max_length(roberta_dir):
 def test_tokenizer_without_a_fast_version_is_refused(roberta_dir):
     from transformers import RobertaTokenizer
 
-    from roberta_static.encoder import Encoder
+    from roberta_static.model.encoder import Encoder
 
     slow = RobertaTokenizer.from_pretrained(roberta_dir)
     if slow.is_fast:
@@ -106,8 +107,12 @@ def test_tokenizer_without_a_fast_version_is_refused(roberta_dir):
 
 
 def test_batch_budget_is_8192_on_cpu_and_sized_from_free_memory_on_cuda(roberta_dir, monkeypatch):
-    from roberta_static import encoder as encoder_module
-    from roberta_static.encoder import Encoder, activation_bytes_per_token, resolve_batch_tokens
+    from roberta_static.model import encoder as encoder_module
+    from roberta_static.model.encoder import (
+        Encoder,
+        activation_bytes_per_token,
+        resolve_batch_tokens,
+    )
 
     model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
     encoder = Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), layers="1-2"))
@@ -167,7 +172,7 @@ def test_options_the_model_cannot_serve_fail_before_its_weights_load(
 
 
 def test_an_encoder_with_no_room_beside_the_special_tokens_is_a_config_error(roberta_dir):
-    from roberta_static.encoder import Encoder
+    from roberta_static.model.encoder import Encoder
 
     model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
     with pytest.raises(ConfigError, match="max_length: 3 leaves 1 of the 2 tokens of text"):

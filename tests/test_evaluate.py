@@ -7,7 +7,7 @@ import pytest
 from gensim.models import KeyedVectors
 
 from roberta_static.errors import DatasetError
-from roberta_static.evaluate import (
+from roberta_static.quality.evaluate import (
     dataset_path,
     evaluate_analogies,
     evaluate_pairs,
@@ -127,7 +127,7 @@ def test_pair_files_with_a_byte_order_mark_and_nfd_words_are_covered(tmp_path):
     "covered,pairs", [(0, 353), (3, 999), (49, 60), (50, 100), (50, 101), (499, 999), (500, 999)]
 )
 def test_low_coverage_means_under_50_items_or_under_half_the_dataset(covered, pairs):
-    from roberta_static.evaluate import AnalogyScores, PairScores
+    from roberta_static.quality.evaluate import AnalogyScores, PairScores
 
     expected = covered < 50 or covered / pairs < 0.5
     assert PairScores("d", pairs, covered, 0.0, 0.0).low_coverage is expected
@@ -141,7 +141,7 @@ def write_pairs(path, pairs):
 
 @pytest.fixture()
 def vectors_folder(tmp_path):
-    from roberta_static.vectors import StaticVectors
+    from roberta_static.vectors.static import StaticVectors
 
     words = [f"w{i}" for i in range(8)]
     matrix = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)

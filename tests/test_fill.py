@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from roberta_static import ConfigError
-from roberta_static.fill import (
+from roberta_static.vectors.fill import (
     _RELATIVE_ALPHAS,
     MIN_FITTED,
     choose_alpha,
@@ -90,7 +90,7 @@ def test_a_vocabulary_too_small_to_fit_is_refused_before_the_model_loads(tmp_pat
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("roberta_static.pipeline.load_pretrained", no_model)
+    monkeypatch.setattr("roberta_static.api.load_pretrained", no_model)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The cat sat.\n")
     config = DistillConfig(model=str(tmp_path / "any"), fill_unseen="mapped")

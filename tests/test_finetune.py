@@ -18,9 +18,15 @@ from typer.testing import CliRunner, Result
 
 from roberta_static.cli import app
 from roberta_static.errors import ConfigError, CorpusError, Interrupted, ModelLoadError
-from roberta_static.finetune import FINETUNE_FILE, FinetuneConfig, FinetuneProgress, finetune
-from roberta_static.mlm_data import SeededMasking, SentenceBlocks, masking_collator, special_tokens
-from roberta_static.training import SECONDS_FILE
+from roberta_static.finetune.config import FinetuneConfig
+from roberta_static.finetune.data import (
+    SeededMasking,
+    SentenceBlocks,
+    masking_collator,
+    special_tokens,
+)
+from roberta_static.finetune.run import FINETUNE_FILE, FinetuneProgress, finetune
+from roberta_static.finetune.training import SECONDS_FILE
 
 FAST = {"device": "cpu", "batch_size": 4, "learning_rate": 2e-3, "eval_fraction": 0.2}
 
@@ -90,7 +96,7 @@ _LOAD_BOTH = """
 import sys
 from roberta_static import DistillConfig
 from roberta_static.cli import app
-from roberta_static.encoder import load_pretrained
+from roberta_static.model.encoder import load_pretrained
 for folder in sys.argv[1:]:
     load_pretrained(DistillConfig(model=folder))
     print("--- loaded", file=sys.stderr, flush=True)
@@ -179,8 +185,7 @@ def test_bad_input_found_mid_run_leaves_nothing(mlm_dir: Path, tmp_path: Path, e
 
 
 def test_resume_refuses_another_corpus_and_new_options(mlm_dir: Path, corpus: Path, tmp_path: Path):
-    from roberta_static.checkpoint import corpus_identity
-    from roberta_static.corpus import Position
+    from roberta_static.text.corpus import Position, corpus_identity
 
     out = tmp_path / "out"
     (out / ".finetune").mkdir(parents=True)
@@ -230,7 +235,7 @@ def test_ctrl_c_saves_and_the_resumed_cli_run_ends_with_the_same_weights(
     out = tmp_path / "out"
     run = PausedRun(
         _finetune_cli(*flags, "--out", out),
-        "roberta_static.training:_Report.on_step_end",  # signalled after the first step
+        "roberta_static.finetune.training:_Report.on_step_end",  # signalled after the first step
         tmp_path / "pause",
     )
     stderr = run.signal(signal.SIGINT)
@@ -261,7 +266,7 @@ def test_ctrl_c_before_training_ends_at_once_leaving_nothing(
     mlm_dir: Path, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """A stop while the first perplexity is measured: one line, status 130, nothing saved."""
-    from roberta_static.training import Training
+    from roberta_static.finetune.training import Training
 
     def interrupted(self: Training, trainer: object) -> None:
         os.kill(os.getpid(), signal.SIGINT)  # the CLI's handler runs here, in the main thread
@@ -299,8 +304,8 @@ def test_whole_word_masking_masks_every_subword_of_a_masked_word(
 ):
     from transformers import AutoTokenizer
 
-    from roberta_static.corpus import Corpus
-    from roberta_static.segment import load_segmenter
+    from roberta_static.text.corpus import Corpus
+    from roberta_static.text.segment import load_segmenter
 
     path = tmp_path / "short.txt"  # sentences shorter than a block: none is cut
     path.write_text("\n".join(CORPUS_LINES[:5] * 3) + "\n", encoding="utf-8")
@@ -347,9 +352,9 @@ def test_whole_word_masks_match_transformers_5(model_dir: Path, tmp_path: Path):
     import torch
     from transformers import AutoTokenizer
 
-    from roberta_static.corpus import Corpus
-    from roberta_static.mlm_data import WholeWordMasking
-    from roberta_static.segment import load_segmenter
+    from roberta_static.finetune.data import WholeWordMasking
+    from roberta_static.text.corpus import Corpus
+    from roberta_static.text.segment import load_segmenter
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     library = WholeWordMasking(tokenizer, 0.3)

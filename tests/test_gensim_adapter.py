@@ -5,9 +5,10 @@ import pytest
 from gensim.models import KeyedVectors
 
 from roberta_static.errors import ConfigError, VectorsError
-from roberta_static.exports import GENSIM_FORMATS, export
-from roberta_static.gensim_adapter import load_keyed_vectors, to_keyed_vectors
-from roberta_static.vectors import StaticVectors
+from roberta_static.formats.exports import GENSIM_FORMATS, export
+from roberta_static.formats.gensim import load_keyed_vectors
+from roberta_static.vectors.keyed import to_keyed_vectors
+from roberta_static.vectors.static import StaticVectors
 
 
 @pytest.fixture()
@@ -56,7 +57,7 @@ def test_loader_refuses_pickles_unless_allowed(vectors, tmp_path):
 
 def test_unknown_format_and_non_word2vec_file(tmp_path):
     from roberta_static.errors import ConfigError
-    from roberta_static.exports import parse_formats
+    from roberta_static.formats.exports import parse_formats
 
     with pytest.raises(ConfigError, match=r"formats: unknown \['glove'\]"):
         parse_formats("kv,glove")
@@ -67,7 +68,7 @@ def test_unknown_format_and_non_word2vec_file(tmp_path):
 
 
 def test_word2vec_exports_keep_the_real_counts_in_a_vocab_file(vectors, tmp_path):
-    from roberta_static.gensim_adapter import counts_path
+    from roberta_static.formats.gensim import counts_path
 
     vectors.save(tmp_path / "out")
     written = export(tmp_path / "out", ["word2vec", "word2vec-bin"])

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from roberta_static import model_source
 from roberta_static.config import DistillConfig
-from roberta_static.encoder import load_pretrained
 from roberta_static.errors import ModelLoadError
-from roberta_static.model_source import resolve_model_name
+from roberta_static.model import sources as model_source
+from roberta_static.model.loading import load_pretrained
+from roberta_static.model.sources import resolve_model_name
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port on loopback: refused at once
 
@@ -139,7 +139,7 @@ def test_a_cached_hub_model_loads_without_network(roberta_dir, tmp_path):
     def load(model: str) -> tuple[subprocess.CompletedProcess, float]:
         code = (
             "from roberta_static.config import DistillConfig\n"
-            "from roberta_static.encoder import load_pretrained, model_fingerprint\n"
+            "from roberta_static.model.encoder import load_pretrained, model_fingerprint\n"
             f"model, _ = load_pretrained(DistillConfig(model={model!r}))\n"
             f"print(model.config.num_hidden_layers, model_fingerprint({model!r}, model))\n"
         )

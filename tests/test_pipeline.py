@@ -14,11 +14,11 @@ from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from naive import find_occurrences, naive_distill
 
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
-from roberta_static.encoder import load_pretrained
-from roberta_static.fill import MIN_FITTED, mapped_fill
-from roberta_static.pipeline import decontextualized, distill_from_model, resolve_inputs
+from roberta_static.api import decontextualized, distill_from_model, resolve_inputs
+from roberta_static.model.loading import load_pretrained
 from roberta_static.progress import Plan
-from roberta_static.vocab import Vocabulary
+from roberta_static.text.vocab import Vocabulary
+from roberta_static.vectors.fill import MIN_FITTED, mapped_fill
 
 
 def assert_matches_reference(vectors, reference):
@@ -213,7 +213,7 @@ def test_accumulator_size_is_reported_and_refused_beyond_free_memory(
     assert (plan.entries, plan.dim, plan.device) == (len(VOCAB_ENTRIES), 96, "cpu")
     assert plan.accumulator_bytes == len(VOCAB_ENTRIES) * (96 * 8 + 8)  # float64 sums
     assert vectors.dim == plan.dim
-    monkeypatch.setattr("roberta_static.pipeline.free_memory", lambda device: 1000)
+    monkeypatch.setattr("roberta_static.api.free_memory", lambda device: 1000)
     with pytest.raises(ConfigError) as caught:
         distill(corpus_file, vocab_file, config)
     needed = f"{plan.accumulator_bytes / 1e3:.1f} kB"
@@ -274,7 +274,7 @@ def test_strings_are_never_guessed_to_be_texts_or_paths(roberta_dir, corpus_file
 
 
 def test_texts_in_memory_cannot_be_checkpointed(roberta_dir, tmp_path):
-    from roberta_static.checkpoint import Checkpointing
+    from roberta_static.stopping import Checkpointing
 
     config = DistillConfig(model=str(roberta_dir), layers="1")
     with pytest.raises(ConfigError, match="texts in memory cannot be resumed"):
@@ -318,7 +318,7 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("roberta_static.pipeline.load_pretrained", refuse)
+    monkeypatch.setattr("roberta_static.api.load_pretrained", refuse)
 
 
 def test_an_unavailable_device_is_refused_before_the_model_loads(no_model, corpus_file):

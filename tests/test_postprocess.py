@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from roberta_static.errors import ConfigError
-from roberta_static.postprocess import PostProcessing, anisotropy, postprocess
-from roberta_static.vectors import StaticVectors
+from roberta_static.vectors.postprocess import PostProcessing, anisotropy, postprocess
+from roberta_static.vectors.static import StaticVectors
 
 
 @pytest.fixture()

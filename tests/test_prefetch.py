@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from roberta_static.prefetch import prefetch
+from roberta_static.engine.prefetch import prefetch
 
 
 def test_keeps_order_and_runs_ahead_in_another_thread():

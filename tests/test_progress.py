@@ -9,10 +9,11 @@ import pytest
 from rich.console import Console
 
 from roberta_static import DistillConfig, distill
-from roberta_static.checkpoint import Checkpointing, load_checkpoint
 from roberta_static.cli.progress import DistillProgress
+from roberta_static.engine.checkpoint import load_checkpoint
 from roberta_static.errors import Interrupted
 from roberta_static.progress import Progress, Work
+from roberta_static.stopping import Checkpointing
 
 LINE = "The cat sat on the mat with the dog."
 
@@ -44,7 +45,7 @@ def test_bytes_done_never_run_ahead_of_the_tokens_encoded(
     roberta_dir, even_corpus, workers, monkeypatch
 ):
     # Many shards, so that two workers read ahead of the encoder.
-    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 2_000)
     config = DistillConfig(
         model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8, workers=workers
     )
@@ -70,7 +71,7 @@ def assert_in_step_with_the_encoder(reports: list, roberta_dir, even_corpus) -> 
 def test_a_resumed_run_starts_at_its_checkpoint(
     roberta_dir, even_corpus, tmp_path, workers, monkeypatch
 ):
-    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 2_000)
     config = DistillConfig(
         model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8, workers=workers
     )

@@ -15,9 +15,10 @@ from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from test_workers import assert_same_vectors
 
 from roberta_static import DistillConfig, distill
-from roberta_static.checkpoint import Checkpointing, load_checkpoint
+from roberta_static.engine.checkpoint import load_checkpoint
+from roberta_static.engine.ray.driver import RayPass, import_ray
 from roberta_static.errors import ConfigError, CorpusError, Interrupted
-from roberta_static.ray_engine import RayPass, import_ray
+from roberta_static.stopping import Checkpointing
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -43,7 +44,7 @@ def corpus_folder(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def small_shards(monkeypatch):
     # The driver plans the shards: about ten, so shards run on both encoders at once.
-    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 2_000)
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +180,7 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
 def test_no_checkpoint_is_written_before_the_first_shard_is_merged(
     corpus_folder, vocab_file, config, tmp_path, monkeypatch
 ):
-    import roberta_static.ray_engine as engine
+    import roberta_static.engine.ray.driver as engine
 
     done_when_saved = []
     save_shards = engine.save_shards
@@ -238,8 +239,8 @@ def test_a_cluster_address_nothing_answers_on_is_refused_before_the_model_loads(
 
 def test_a_stop_while_the_cluster_starts_waits_for_it_then_shuts_it_down(tmp_path):
     # Cut short, Ray's start-up leaves its agent processes running with no one to stop them.
-    from roberta_static.checkpoint import StopNow
-    from roberta_static.ray_engine import _cluster
+    from roberta_static.engine.ray.driver import _cluster
+    from roberta_static.stopping import StopNow
 
     checkpointing = Checkpointing(tmp_path)
     calls = []
@@ -264,7 +265,7 @@ def test_a_stop_while_the_cluster_starts_waits_for_it_then_shuts_it_down(tmp_pat
 def test_a_stop_before_the_first_merge_ends_at_once_and_saves_nothing(
     corpus_folder, vocab_file, config, tmp_path
 ):
-    from roberta_static.checkpoint import StopNow
+    from roberta_static.stopping import StopNow
 
     stop = threading.Event()
     stop.set()  # before any shard is merged

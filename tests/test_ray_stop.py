@@ -23,7 +23,7 @@ def cluster():
 def test_batches_left_by_a_stopped_local_run_are_summed_on_ray(
     roberta_dir, vocab_file, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 2_000)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS_LINES * 30) + "\n")
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0)
@@ -40,7 +40,7 @@ def test_batches_left_by_a_stopped_local_run_are_summed_on_ray(
 
 
 def test_ray_reports_bytes_once_the_encoders_added_them(roberta_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 2_000)
     corpus = tmp_path / "even.txt"
     corpus.write_text(f"{LINE}\n" * 600)
     config = DistillConfig(

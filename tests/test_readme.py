@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from roberta_static.exports import export
-from roberta_static.vectors import StaticVectors
+from roberta_static.formats.exports import export
+from roberta_static.vectors.static import StaticVectors
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.cli import app
-from roberta_static.report import default_words, gather, map_rows, pca_2d
-from roberta_static.sweep import CSV_FILE, CSV_HEADER
+from roberta_static.quality.report import default_words, gather, map_rows, pca_2d
+from roberta_static.quality.sweep import CSV_FILE, CSV_HEADER
 
 runner = CliRunner()
 CHROMIUM = Path("/usr/bin/chromium")
@@ -125,7 +125,7 @@ def test_scores_over_too_few_pairs_show_a_dash_and_a_warning(vectors_dir, tmp_pa
 def test_the_layer_view_refuses_post_processed_vectors_before_loading_the_model(
     vectors_dir, tmp_path
 ):
-    from roberta_static.postprocess import PostProcessing, postprocess
+    from roberta_static.vectors.postprocess import PostProcessing, postprocess
 
     moved = tmp_path / "centered"
     postprocess(StaticVectors.load(vectors_dir), PostProcessing(center=True)).save(moved)
@@ -223,7 +223,7 @@ def test_layer_view_against_eager_attention_and_a_one_occurrence_distillation(
     assert result.exit_code == 0, result.output
     assert '<section id="layers">' in out.read_text()
 
-    from roberta_static.layer_view import layer_view
+    from roberta_static.quality.layer_view import layer_view
 
     model = AutoModel.from_pretrained(roberta_dir, attn_implementation="eager")
     tokenizer = AutoTokenizer.from_pretrained(roberta_dir)
@@ -294,7 +294,7 @@ def test_every_bad_input_is_refused_before_torch_plotly_umap_or_spacy_load(vecto
     import subprocess
     import sys
 
-    from roberta_static.postprocess import PostProcessing, postprocess
+    from roberta_static.vectors.postprocess import PostProcessing, postprocess
 
     moved = tmp_path / "centered"
     postprocess(StaticVectors.load(vectors_dir), PostProcessing(center=True)).save(moved)

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spacy.pipeline import Sentencizer
 
-from roberta_static.corpus import split_long
 from roberta_static.errors import ConfigError
-from roberta_static.segment import (
+from roberta_static.text.corpus import split_long
+from roberta_static.text.segment import (
     LEXEME_ATTRS,
     TOKENIZER_CACHE_CHUNKS,
     BatchSentencizer,

@@ -106,7 +106,7 @@ def test_lower_cased_vectors_are_found_for_any_case(handmade):
 
 
 def test_word2vec_files_and_pickles(handmade, tmp_path):
-    from roberta_static.exports import export
+    from roberta_static.formats.exports import export
 
     export(handmade, ["word2vec", "word2vec-bin", "kv"])
     for name in ("vectors.txt", "vectors.bin"):
@@ -328,7 +328,7 @@ def test_spacy_assemble_builds_the_pipeline_from_config(handmade, tmp_path):
 
 def test_without_spacy_transformers_the_error_says_how_to_install_it(monkeypatch):
     from roberta_static.errors import ModelLoadError
-    from roberta_static.spacy_plugin.transformer_source import load_from_spacy_pipeline
+    from roberta_static.model.spacy_source import load_from_spacy_pipeline
 
     monkeypatch.setitem(sys.modules, "spacy_transformers", None)  # its import now fails
     with pytest.raises(ModelLoadError) as caught:
@@ -340,7 +340,7 @@ def test_without_spacy_transformers_the_error_says_how_to_install_it(monkeypatch
 
 
 def test_a_pickle_refused_names_the_option_as_the_caller_spells_it(handmade, tmp_path):
-    from roberta_static.exports import export
+    from roberta_static.formats.exports import export
     from roberta_static.spacy_plugin import create_vectors_loader
 
     export(handmade, ["kv"])

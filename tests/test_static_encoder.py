@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from roberta_static.errors import ConfigError, VectorsError
-from roberta_static.exports import export
-from roberta_static.static_encoder import token_table
-from roberta_static.vectors import StaticVectors
+from roberta_static.formats.exports import export
+from roberta_static.formats.static_encoder import token_table
+from roberta_static.vectors.static import StaticVectors
 
 # Both are in the test extra; an environment pinned to older transformers may not resolve them.
 MISSING = "{} is not installed (the test extra installs it where pip can resolve it)"
@@ -182,7 +182,7 @@ def test_sif_help_reads_whole_at_80_columns():
 
 
 def test_each_writer_makes_exactly_the_files_an_overwrite_may_replace(folder):
-    from roberta_static.static_encoder import MODEL2VEC_FILES, SENTENCE_TRANSFORMERS_FILES
+    from roberta_static.formats.static_encoder import MODEL2VEC_FILES, SENTENCE_TRANSFORMERS_FILES
 
     export(folder, ["model2vec", "sentence-transformers"])
     assert {p.name for p in (folder / "model2vec").iterdir()} == MODEL2VEC_FILES

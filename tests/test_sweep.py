@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
 from roberta_static.cli import app
-from roberta_static.postprocess import PostProcessing
-from roberta_static.sweep import Candidate, candidates, layer_matrix, run_sweep
+from roberta_static.quality.sweep import Candidate, candidates, layer_matrix, run_sweep
+from roberta_static.vectors.postprocess import PostProcessing
 
 
 def test_sweep_layers_equal_separate_runs(roberta_dir, corpus_file, vocab_file):
@@ -76,7 +76,7 @@ def test_sweep_and_evaluate_commands(roberta_dir, corpus_file, vocab_file, tmp_p
         ).exit_code
         == 0
     )
-    from roberta_static.vectors import StaticVectors
+    from roberta_static.vectors.static import StaticVectors
 
     back = StaticVectors.load(processed)
     np.testing.assert_allclose(np.linalg.norm(back.vectors, axis=1), 1, atol=1e-5)
@@ -137,8 +137,8 @@ def test_sweep_table_keeps_each_label_on_one_line_at_80_columns(
 def test_a_dataset_with_no_covered_pair_has_empty_score_cells_never_nan(tmp_path):
     import csv
 
-    from roberta_static.evaluate import PairScores
-    from roberta_static.sweep import Candidate, SweepResult, write_csv
+    from roberta_static.quality.evaluate import PairScores
+    from roberta_static.quality.sweep import Candidate, SweepResult, write_csv
 
     none = PairScores("w", pairs=353, covered=0, spearman=float("nan"), pearson=float("nan"))
     some = PairScores("s", pairs=999, covered=60, spearman=0.5, pearson=0.25)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from roberta_static.errors import OutputError, VectorsError
-from roberta_static.vectors import StaticVectors
+from roberta_static.vectors.static import StaticVectors
 
 
 def make_vectors():

@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roberta_static.errors import VocabError
-from roberta_static.segment import load_segmenter, segment
-from roberta_static.vocab import VocabMatcher, Vocabulary
+from roberta_static.text.segment import load_segmenter, segment
+from roberta_static.text.vocab import VocabMatcher, Vocabulary
 
 
 def test_file_skips_blanks_and_duplicates(tmp_path):

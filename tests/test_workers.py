@@ -16,14 +16,15 @@ import pytest
 from conftest import CORPUS_LINES
 
 from roberta_static import DistillConfig, StaticVectors, distill
-from roberta_static.checkpoint import Checkpoint, Checkpointing, load_checkpoint
-from roberta_static.corpus import Corpus
-from roberta_static.encoder import load_pretrained
+from roberta_static.api import distill_from_model
+from roberta_static.engine.checkpoint import Checkpoint, load_checkpoint
+from roberta_static.engine.sharding import quotas
 from roberta_static.errors import Interrupted
-from roberta_static.pipeline import distill_from_model
-from roberta_static.shards import plan_shards
-from roberta_static.vocab import Vocabulary
-from roberta_static.workers import quotas
+from roberta_static.model.loading import load_pretrained
+from roberta_static.stopping import Checkpointing
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.shards import plan_shards
+from roberta_static.text.vocab import Vocabulary
 
 
 @pytest.fixture()
@@ -69,7 +70,7 @@ def test_quotas_take_the_first_n_occurrences_in_corpus_order():
 
 @pytest.fixture()
 def small_shards(monkeypatch):
-    monkeypatch.setattr("roberta_static.shards.SHARD_BYTES", 2_000)
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 2_000)
 
 
 def assert_same_vectors(serial, parallel):

@@ -1,0 +1,378 @@
+"""The distillation pass: corpus → sentences → occurrences → encoder batches → mean vectors.
+
+``distill`` resolves paths and names and loads the model; ``distill_from_model`` does the work on
+objects, so tests and notebooks can pass a model they built.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from .config import DistillConfig
+from .engine.checkpoint import Checkpoint
+from .engine.local import run_parallel
+from .engine.producer import Producer
+from .engine.ray.driver import check_cluster, run_ray
+from .engine.serial import SerialPass
+from .engine.state import PassState, contexts_allowed
+from .engine.stats import RunStats
+from .engine.step import add_batch
+from .errors import ConfigError, CorpusError, Interrupted, VocabError
+from .model.encoder import Encoder, free_memory, resolve_device
+from .model.loading import load_pretrained, model_fingerprint
+from .model.pooling import Accumulator, mean_vectors, output_dim
+from .model.threads import torch_threads
+from .progress import Plan, Progress, ProgressCallback, size_text
+from .stopping import Checkpointing
+from .text.corpus import Corpus, TextCorpus, check_readable
+from .text.segment import load_segmenter
+from .text.vocab import MatchedSentence, VocabMatcher, Vocabulary, vocabulary_stats
+from .vectors.fill import mapped_fill, require_fittable
+from .vectors.postprocess import postprocess
+from .vectors.static import StaticVectors
+from .version import __version__
+
+
+def distill(
+    corpus: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    vocab: str | os.PathLike | Iterable[str] | Vocabulary | None = None,
+    config: DistillConfig | None = None,
+    progress: ProgressCallback | None = None,
+    checkpointing: Checkpointing | None = None,
+    resume_from: Checkpoint | None = None,
+    *,
+    texts: Iterable[str] | None = None,
+) -> StaticVectors:
+    """Distill static vectors of ``vocab`` from ``config.model`` over corpus files or texts.
+
+    Args:
+        corpus: Corpus file or folder paths (text, .gz/.bz2/.xz, JSONL); a string is a path.
+        vocab: A vocabulary file, a list of entries, a :class:`Vocabulary`, or ``None`` to count
+            one in the corpus.
+        config: Every option of the run.
+        progress: Called now and then with a :class:`Progress`.
+        checkpointing: Where and how often to save the state (see :class:`Checkpointing`).
+        resume_from: A saved state to continue from.
+        texts: Instead of ``corpus``: texts in memory, any iterable of strings, read as a stream
+            (see :class:`~roberta_static.text.corpus.TextCorpus`; no checkpoints).
+
+    Returns:
+        The vectors of every entry found (and of the unseen ones with ``fill_unseen``).
+
+    Example:
+        >>> config = DistillConfig(model="./tiny-model", layers="1-2")  # doctest: +SKIP
+        >>> vecs = distill("examples/wiki.txt", "examples/vocab.txt", config)  # doctest: +SKIP
+        >>> vecs = distill(texts=df["text"], vocab=["cat", "dog"], config=config)  # doctest: +SKIP
+
+    """
+    if config is None:
+        raise TypeError("distill() needs config=DistillConfig(model=...)")
+    source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
+    if resume_from is not None and resume_from.shards is None:
+        check_serial_resume(config)
+    if config.engine == "ray":
+        check_cluster(config)
+    else:
+        for device in config.devices:  # before the model loads
+            resolve_device(device)
+    model, tokenizer = load_pretrained(config)
+    return distill_from_model(
+        model, tokenizer, source, vocabulary, config, progress, checkpointing, resume_from
+    )
+
+
+def resolve_inputs(
+    corpus: str | os.PathLike | Iterable[str | os.PathLike] | None,
+    vocab: str | os.PathLike | Iterable[str] | Vocabulary | None,
+    config: DistillConfig,
+    texts: Iterable[str] | None = None,
+) -> tuple[Corpus | TextCorpus, Vocabulary | None]:
+    """Open the corpus and read the vocabulary: bad input fails before the model loads."""
+    if (corpus is None) == (texts is None):
+        raise ConfigError("pass either corpus (file paths) or texts (strings in memory)")
+    if texts is not None:
+        source: Corpus | TextCorpus = TextCorpus(texts)
+        if vocab is None and not source.reiterable:
+            raise ConfigError(
+                "texts: building the vocabulary reads the texts twice, and a generator can be "
+                "read once; pass vocab=[...] or a list of texts"
+            )
+    else:
+        paths = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+        source = Corpus(paths, config.text_field)
+        check_readable(source.files)
+    if isinstance(vocab, (str, os.PathLike)):
+        vocab = Vocabulary.from_file(vocab, config.case)
+    elif vocab is not None and not isinstance(vocab, Vocabulary):
+        vocab = Vocabulary.from_entries(vocab, config.case)
+        if not vocab.entries:
+            raise VocabError("vocab: the list holds no entry")
+    if vocab is not None and config.fill_unseen == "mapped":
+        require_fittable(len(vocab), "and the vocabulary holds only")
+    return source, vocab
+
+
+def distill_from_model(
+    model: Any,
+    tokenizer: Any,
+    corpus: Corpus | TextCorpus,
+    vocab: Vocabulary | None,
+    config: DistillConfig,
+    progress: ProgressCallback | None = None,
+    checkpointing: Checkpointing | None = None,
+    resume_from: Checkpoint | None = None,
+) -> StaticVectors:
+    """Like :func:`distill`, on a loaded model, fast tokenizer and :class:`Corpus`.
+
+    With ``checkpointing``, the state is saved now and then (and when its ``stop`` is set); with
+    ``resume_from``, the run continues from a saved state and gives the same vectors as a run that
+    was never stopped.
+    """
+    if isinstance(corpus, TextCorpus) and (checkpointing or resume_from):
+        raise ConfigError(
+            "checkpoints and resume need corpus files; texts in memory cannot be resumed"
+        )
+    started = time.perf_counter()
+    encoder = Encoder(model, tokenizer, config)
+    if config.pca is not None and config.pca > _dim(encoder, config):
+        raise ConfigError(
+            f"{config.pca} exceeds the vectors' width {_dim(encoder, config)}", field="pca"
+        )
+    nlp = load_segmenter(config.lang, config.spacy_model)
+    report = progress or (lambda _: None)
+    if resume_from is not None:
+        vocab = Vocabulary(resume_from.entries, config.case, **resume_from.stats["vocabulary"])
+    elif vocab is None:
+        vocab = Vocabulary.from_corpus(
+            nlp,
+            _reporting(corpus, "count", report, checkpointing),
+            config.case,
+            config.min_count,
+            config.max_vocab,
+        )
+        if not vocab.entries:
+            raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
+    report(_plan(len(vocab), _dim(encoder, config), encoder))
+    if config.engine == "ray":
+        if not isinstance(corpus, Corpus):
+            raise ConfigError(
+                "the Ray engine reads corpus files; texts in memory need engine='local'",
+                field="engine",
+            )
+        sums, counts, stats, seen = run_ray(
+            encoder, model, tokenizer, corpus, vocab, config, report, checkpointing, resume_from
+        )
+        stats.entries = len(vocab)
+        means, counts = mean_vectors(sums, counts)
+    elif _parallel(config, corpus, resume_from):
+        encoders = [encoder] + [
+            Encoder(copy.deepcopy(model), tokenizer, config.replace(device=device))
+            for device in config.devices[1:]
+        ]
+        on_cpu = any(one.device.type == "cpu" for one in encoders)
+        with torch_threads(on_cpu, cores_taken=config.workers or 1):
+            sums, counts, stats, seen = run_parallel(
+                encoders, corpus, vocab, config, report, checkpointing, resume_from
+            )
+        stats.entries = len(vocab)
+        means, counts = mean_vectors(sums, counts)
+    else:
+        accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
+        if resume_from is not None:
+            state = PassState.restore(resume_from, encoder, accumulator)
+        else:
+            state = PassState.fresh(len(vocab), config)
+        stats = state.stats
+        producer = Producer(
+            nlp, VocabMatcher(nlp, vocab), encoder.subwords, encoder.batch_tokens, corpus, config
+        )
+        # The producer thread runs at most a chunk ahead and then waits: on the CPU a real
+        # encoder needs every core (MiniLM on 2 cores: 1.6x slower with one torch thread).
+        with torch_threads(encoder.device.type == "cpu", cores_taken=0):
+            SerialPass(encoder, producer, accumulator, config, report).run(
+                state, checkpointing, vocab, started
+            )
+        means, counts = accumulator.means()
+        seen = state.remaining < contexts_allowed(config)
+    stats.vocabulary = vocabulary_stats(vocab)
+    stats.paths_skipped = {str(path): why for path, why in corpus.skipped.items()}
+    if stats.sentences == 0:
+        raise CorpusError(f"{corpus}: corpus holds no text")
+    keep = counts > 0
+    stats.entries_found = int(keep.sum())
+    stats.entries_not_found = [vocab.entries[i] for i in np.flatnonzero(~seen)]
+    stats.entries_not_encoded = [vocab.entries[i] for i in np.flatnonzero(seen & ~keep)]
+    if config.fill_unseen != "none" and not keep.all():
+        _fill(encoder, vocab, config, means, keep, stats)
+    if not keep.any():
+        raise VocabError(
+            f"none of the {len(vocab)} vocabulary entries occurs in the corpus "
+            "(try --fill-unseen decontextualized or check --case)"
+        )
+    stats.occurrences_used = int(counts.sum())
+    stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
+    meta = _metadata(config, encoder, model, corpus, stats)
+    rows = np.flatnonzero(keep)
+    vectors = StaticVectors([vocab.entries[i] for i in rows], means[rows], counts[rows], meta)
+    if config.postprocessing.is_identity:
+        return vectors
+    return postprocess(vectors, config.postprocessing)
+
+
+def check_serial_resume(config: DistillConfig) -> None:
+    """A checkpoint of a run in one process resumes in one process: refuse options that say not."""
+    if config.engine == "ray":
+        raise ConfigError(
+            "the checkpoint is of a run in one process; resume it with --engine local",
+            field="engine",
+        )
+    if (config.workers or 1) > 1 or len(config.devices) > 1:
+        raise ConfigError(
+            "the checkpoint is of a run in one process, and resumes in one process on one "
+            "device; leave out --workers and the device list",
+            field="workers" if (config.workers or 1) > 1 else "device",
+        )
+
+
+def _parallel(
+    config: DistillConfig, corpus: Corpus | TextCorpus, resume_from: Checkpoint | None
+) -> bool:
+    """Whether the pass runs in worker processes: several workers or encoders, over files."""
+    if resume_from is not None and resume_from.shards is not None:
+        return True
+    wanted = (config.workers or 1) > 1 or len(config.devices) > 1
+    return wanted and isinstance(corpus, Corpus) and resume_from is None
+
+
+def _plan(n_entries: int, dim: int, encoder: Encoder) -> Plan:
+    """The accumulator's size; refused with advice when the device cannot hold it."""
+    needed = Accumulator.bytes_needed(n_entries, dim)
+    free = free_memory(encoder.device)
+    if free is not None and needed > free:
+        raise ConfigError(
+            f"the accumulator needs {size_text(needed)} ({n_entries:,} entries x {dim:,} floats) "
+            f"but {encoder.device} has {size_text(free)} free; use fewer layers, or combine them "
+            "by mean or sum instead of concat, or a smaller vocabulary (--max-vocab or a shorter "
+            "--vocab file)"
+        )
+    return Plan(n_entries, dim, needed, str(encoder.device), free)
+
+
+def _decontextualized(
+    encoder: Encoder, vocab: Vocabulary, entry_ids: np.ndarray, config: DistillConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry alone through the encoder, with the run's layers and pooling.
+
+    Returns the vectors and whether each entry could be embedded: one longer than the model's
+    input limit cannot, and its row is zero.
+    """
+    accumulator = Accumulator(len(entry_ids), _dim(encoder, config), encoder.device)
+    sentences = [
+        MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), row)])
+        for row, i in enumerate(entry_ids)
+    ]
+    for batch in encoder.batches(encoder.subwords.encode(sentences)):
+        add_batch(encoder, batch, accumulator, config, RunStats())
+    vectors, counts = accumulator.means()
+    return vectors, counts > 0
+
+
+def _fill(
+    encoder: Encoder,
+    vocab: Vocabulary,
+    config: DistillConfig,
+    means: np.ndarray,
+    keep: np.ndarray,
+    stats: RunStats,
+) -> None:
+    """Give the unseen entries (``~keep``) a vector in place, by the ``fill_unseen`` method."""
+    if config.fill_unseen == "decontextualized":
+        unseen = np.flatnonzero(~keep)
+        filled, embedded = _decontextualized(encoder, vocab, unseen, config)
+        stats.fill = {"method": "decontextualized"}
+    else:
+        alone, embedded_all = _decontextualized(encoder, vocab, np.arange(len(vocab)), config)
+        fitted = np.flatnonzero(keep & embedded_all)
+        unseen = np.flatnonzero(~keep)
+        filled, stats.fill = mapped_fill(alone[fitted], means[fitted], alone[unseen])
+        embedded = embedded_all[unseen]
+    means[unseen[embedded]] = filled[embedded]
+    keep[unseen[embedded]] = True
+    stats.entries_filled = int(embedded.sum())
+
+
+def decontextualized(
+    model: Any, tokenizer: Any, vocab: Vocabulary, config: DistillConfig
+) -> StaticVectors:
+    """Every entry embedded alone, without a corpus (the baseline model2vec-style tools use).
+
+    Counts are 0; the layers, pooling and post-processing of ``config`` apply. Entries longer
+    than the model's input limit are left out.
+    """
+    encoder = Encoder(model, tokenizer, config)
+    vectors, embedded = _decontextualized(encoder, vocab, np.arange(len(vocab)), config)
+    meta = {"config": config.to_dict(), "method": "decontextualized"}
+    words = [entry for entry, ok in zip(vocab.entries, embedded, strict=True) if ok]
+    result = StaticVectors(words, vectors[embedded], np.zeros(len(words), dtype=np.int64), meta)
+    if config.postprocessing.is_identity:
+        return result
+    return postprocess(result, config.postprocessing)
+
+
+def _dim(encoder: Encoder, config: DistillConfig) -> int:
+    return output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
+
+
+def _reporting(
+    corpus: Corpus | TextCorpus,
+    stage: str,
+    report: ProgressCallback,
+    checkpointing: Checkpointing | None = None,
+) -> Iterable[str]:
+    """The corpus's texts, reporting progress; a stop ends it (there is no state worth saving)."""
+    stop = checkpointing.stop if checkpointing is not None else None
+    for number, text in enumerate(corpus, start=1):
+        if number % 1000 == 0:
+            report(Progress(stage, corpus.bytes_read, corpus.total_bytes))
+        if stop is not None and stop.is_set():
+            raise Interrupted(
+                "stopped while counting the vocabulary, before any vector was computed; "
+                "nothing was saved"
+            )
+        yield text
+    report(Progress(stage, corpus.bytes_read, corpus.total_bytes))
+
+
+def _metadata(
+    config: DistillConfig,
+    encoder: Encoder,
+    model: Any,
+    corpus: Corpus | TextCorpus,
+    stats: RunStats,
+) -> dict[str, Any]:
+    return {
+        "package": {"name": "roberta-static", "version": __version__},
+        "config": config.to_dict(),
+        "model": {
+            "name": config.model,
+            "type": getattr(model.config, "model_type", None),
+            "num_layers": encoder.num_layers,
+            "hidden_size": encoder.hidden_size,
+            "layers_used": list(encoder.layers),
+            "max_length": encoder.max_length,
+            "batch_tokens": encoder.batch_tokens,
+            "device": str(encoder.device),
+            "dtype": str(encoder.dtype).removeprefix("torch."),
+            **model_fingerprint(config.model, model),
+        },
+        "corpus": corpus.describe(),
+        "stats": asdict(stats),
+        "postprocessing": [],
+    }

@@ -1,0 +1,1 @@
+"""One pass over a corpus: its state, the producer, the step, checkpoints, runners."""

@@ -1,0 +1,326 @@
+"""The encoder side of the parallel pass: threads that sum the shards' chunks, and their ledger.
+
+Worker processes send each shard's chunks in order; one thread per encoder takes their batches
+from one queue (the model computes outside the GIL) and sums them into its accumulator. The
+ledger knows at every instant a state the pass can resume from: each shard's state after the
+last chunk it has begun to sum, with the batches of its chunks not summed yet (the serial pass's
+``leftover``). So a checkpoint needs no pause, and a stop drops the batches queued or in flight
+instead of waiting for them.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from torch import nn
+
+from ..config import DistillConfig
+from ..model.batches import Batch, EncodeStats
+from ..model.encoder import Encoder
+from ..model.pooling import Accumulator
+from ..progress import Work
+from ..text.shards import Shard
+from .producer import bytes_before
+from .state import PassState
+from .stats import RunStats
+from .step import accumulate
+
+_POLL_SECONDS = 0.1
+T = TypeVar("T")
+
+
+@dataclass
+class ShardState:
+    """A shard, the occurrences it may take per entry, and how far the pass has got in it.
+
+    ``leftover``: batches of the shard's chunks up to ``state`` that are not summed yet.
+    """
+
+    shard: Shard
+    state: PassState
+    encode_stats: EncodeStats
+    quota: np.ndarray
+    done: bool = False
+    may_stop_early: bool = True
+    leftover: list[Batch] = field(default_factory=list)
+
+    def bytes_done(self, files: list[Path]) -> int:
+        """Bytes of the shard read so far (a shard skipped, or not begun: 0)."""
+        start, end = self.shard.byte_range(files)
+        if self.done and not self.state.stats.stopped_early:
+            return end - start
+        at = bytes_before(files, self.state.position)
+        return min(max(0, at - start), end - start)
+
+
+@dataclass
+class SentChunk:
+    """A chunk of one shard handed to the encoders, and which of its batches they have summed.
+
+    ``parts``: each batch's share of the bytes and sentences the chunk stands for (``work``).
+    ``kept``: the batches cannot be made again (a resumed shard's leftover), so a checkpoint
+    keeps them even before any is summed.
+    """
+
+    shard: int
+    state: PassState
+    encode_stats: EncodeStats
+    batches: list[Batch]
+    work: Work
+    last: bool = False
+    kept: bool = False
+    parts: list[Work] = field(init=False)
+    added: list[bool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.parts = self.work.split([batch.real_tokens for batch in self.batches])
+        self.added = [False] * len(self.batches)
+
+    @property
+    def begun(self) -> bool:
+        """Whether a checkpoint must hold this chunk (its state, and its batches not summed)."""
+        return self.kept or any(self.added) or not self.batches
+
+
+class Ledger:
+    """Which batches of which shards' chunks are summed; the pass's state at any instant.
+
+    Args:
+        shard_states: The shards as the pass starts them.
+        done: What each shard had done before the pass (bytes into the shard, sentences).
+
+    """
+
+    def __init__(self, shard_states: list[ShardState], done: list[Work]) -> None:
+        self.lock = threading.Lock()
+        self.closed = False
+        self.idle = threading.Event()
+        # Each shard as of its chunks summed in full; the chunks sent after them.
+        self.settled = [replace(entry, leftover=[]) for entry in shard_states]
+        self.sent: list[list[SentChunk]] = [[] for _ in shard_states]
+        self.sent_up_to = list(done)
+        self.done = list(done)
+        self._check_idle()
+
+    def resumed(self, shard: int, entry: ShardState) -> SentChunk:
+        """The leftover batches a resumed shard holds, as the first chunk it sends."""
+        chunk = SentChunk(shard, entry.state, entry.encode_stats, entry.leftover, Work(), kept=True)
+        with self.lock:
+            self._send(chunk)
+        return chunk
+
+    def send(
+        self,
+        shard: int,
+        state: PassState,
+        encode_stats: EncodeStats,
+        batches: list[Batch],
+        end_bytes: int,
+        last: bool,
+    ) -> SentChunk:
+        """Record the next chunk of ``shard``, ending ``end_bytes`` into the shard."""
+        end = Work(end_bytes, state.stats.sentences)
+        with self.lock:
+            chunk = SentChunk(
+                shard, state, encode_stats, batches, end - self.sent_up_to[shard], last
+            )
+            self.sent_up_to[shard] = end
+            self._send(chunk)
+        return chunk
+
+    def _send(self, chunk: SentChunk) -> None:
+        self.sent[chunk.shard].append(chunk)
+        if not chunk.batches:  # nothing to sum: done as it comes
+            self.done[chunk.shard] += chunk.work
+            self._settle(chunk.shard)
+        self._check_idle()
+
+    def add(self, chunk: SentChunk, number: int, summing: Callable[[], None]) -> bool:
+        """Run ``summing`` (batch ``number`` of ``chunk`` into a sum) unless the ledger is closed.
+
+        Returns whether it ran. A snapshot never sees a batch half summed.
+        """
+        with self.lock:
+            if self.closed:
+                return False
+            summing()
+            chunk.added[number] = True
+            self.done[chunk.shard] += chunk.parts[number]
+            self._settle(chunk.shard)
+            self._check_idle()
+        return True
+
+    def _settle(self, shard: int) -> None:
+        chunks = self.sent[shard]
+        while chunks and all(chunks[0].added):
+            chunk = chunks.pop(0)
+            self.settled[shard] = replace(
+                self.settled[shard],
+                state=chunk.state,
+                encode_stats=chunk.encode_stats,
+                done=chunk.last,
+            )
+
+    def _check_idle(self) -> None:
+        if any(self.sent):
+            self.idle.clear()
+        else:
+            self.idle.set()
+
+    def snapshot(self, result: Callable[[list[ShardState]], T]) -> tuple[list[ShardState], T]:
+        """The shards' states at this instant, and ``result(states)`` computed in the same instant.
+
+        A shard's state is the one after its last chunk begun, with the batches not yet summed
+        of the chunks up to it; chunks not begun are dropped (the shard reads them again).
+        """
+        with self.lock:
+            states = [self._now(shard) for shard in range(len(self.settled))]
+            return states, result(states)
+
+    def states(self) -> list[ShardState]:
+        """The shards' states at this instant (see :meth:`snapshot`)."""
+        return self.snapshot(lambda states: None)[0]
+
+    def _now(self, shard: int) -> ShardState:
+        chunks = self.sent[shard]
+        begun = [number for number, chunk in enumerate(chunks) if chunk.begun]
+        if not begun:
+            return self.settled[shard]
+        last = chunks[begun[-1]]
+        leftover = [
+            batch
+            for chunk in chunks[: begun[-1] + 1]
+            for batch, added in zip(chunk.batches, chunk.added, strict=True)
+            if not added
+        ]
+        return replace(
+            self.settled[shard],
+            state=last.state,
+            encode_stats=last.encode_stats,
+            done=last.last,
+            leftover=leftover,
+        )
+
+    def close(self) -> None:
+        """Sum nothing more: the batches in flight are dropped."""
+        with self.lock:
+            self.closed = True
+
+    def total(self) -> Work:
+        """Bytes and sentences done over all shards."""
+        with self.lock:
+            return sum(self.done, Work())
+
+
+class _Dropped(Exception):
+    """Raised inside a forward pass whose batch is dropped (the ledger closed meanwhile)."""
+
+
+class EncoderThreads:
+    """One thread per encoder, each summing the batches it takes into its own accumulator.
+
+    Once the ledger is closed, a batch in flight is cut short at its model's next block: a hook
+    on each block checks, so a stop does not wait for the batch (seconds on a CPU).
+    """
+
+    def __init__(
+        self,
+        encoders: list[Encoder],
+        accumulators: list[Accumulator],
+        stats: list[RunStats],
+        config: DistillConfig,
+        ledger: Ledger,
+    ) -> None:
+        self.ledger = ledger
+        self.batches: queue.Queue[tuple[SentChunk, int] | None] = queue.Queue(
+            maxsize=4 * len(encoders)
+        )
+        self.failure: BaseException | None = None
+        # The blocks only (the items of the model's module lists): a hook on every module would
+        # add a Python call to each of the hundreds of module calls of every batch.
+        self.hooks = [
+            block.register_forward_pre_hook(self._cut_short)
+            for encoder in encoders
+            for blocks in encoder.model.modules()
+            if isinstance(blocks, nn.ModuleList)
+            for block in blocks
+        ]
+        self.threads = [
+            threading.Thread(target=self._work, args=(*parts, config), daemon=True)
+            for parts in zip(encoders, accumulators, stats, strict=True)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _work(
+        self, encoder: Encoder, accumulator: Accumulator, stats: RunStats, config: DistillConfig
+    ) -> None:
+        while (item := self.batches.get()) is not None:
+            chunk, number = item
+            try:
+                if self.failure is None and not self.ledger.closed:
+                    batch = chunk.batches[number]
+                    hidden = encoder.hidden_states(batch)
+                    summing = partial(accumulate, hidden, batch, accumulator, config, stats)
+                    self.ledger.add(chunk, number, summing)
+            except _Dropped:
+                pass
+            except BaseException as error:  # raised in the main thread by put or wait
+                self.failure = error
+                self.ledger.close()
+            finally:
+                self.batches.task_done()
+
+    def _cut_short(self, module: Any, args: Any) -> None:
+        if self.ledger.closed:
+            raise _Dropped
+
+    def put(self, chunk: SentChunk, stop: Any) -> bool:
+        """Queue the chunk's batches (waiting while the encoders are busy).
+
+        Returns False, with the rest not queued, once ``stop`` is set.
+        """
+        for number in range(len(chunk.batches)):
+            while not _put(self.batches, (chunk, number)):
+                self._raise_failure()
+                if stop is not None and stop.is_set():
+                    return False
+        return True
+
+    def wait(self, stop: Any) -> bool:
+        """Wait until every chunk sent is summed; False if ``stop`` is set first."""
+        while not self.ledger.idle.wait(_POLL_SECONDS):
+            self._raise_failure()
+            if stop is not None and stop.is_set():
+                return False
+        self._raise_failure()
+        return True
+
+    def close(self) -> None:
+        """End the threads: what is queued or in flight is dropped."""
+        self.ledger.close()
+        for _ in self.threads:
+            self.batches.put(None)  # the threads drop what is before it at once
+        for thread in self.threads:
+            thread.join()
+        for hook in self.hooks:
+            hook.remove()
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+
+def _put(batches: queue.Queue, item: Any) -> bool:
+    try:
+        batches.put(item, timeout=_POLL_SECONDS)
+    except queue.Full:
+        return False
+    return True

@@ -1,0 +1,407 @@
+"""The pass on a Ray cluster (``engine="ray"``): shard tasks feed encoder actors.
+
+One Ray task per shard runs the CPU side over it (the function a worker process of
+:mod:`roberta_static.engine.local` runs) and streams its chunks of numpy batches (a generator task).
+Encoder actors, one per GPU (or ``encoders`` on CPU), hold the model and sum each shard's batches
+apart, in float64. A shard's sums reach the driver once the shard is complete, and the driver
+merges them in shard order: the result is the serial pass's up to float rounding.
+
+Faults: Ray runs a killed shard task again (its replay yields the same chunks) and restarts a
+killed actor, sending it the calls it had not answered. A restarted actor has lost its partial
+sums; at the shard's end it names the chunks it lacks, and the driver sends them again (it keeps a
+shard's chunks until the shard is merged). An actor adds a chunk number once, so nothing is lost
+or counted twice.
+
+Checkpoints hold the shards merged so far and the others at the state they started from; they
+are the local parallel pass's checkpoints, so either engine resumes the other's.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ...config import DistillConfig
+from ...errors import ConfigError, Interrupted, RobertaStaticError, install_hint
+from ...model.encoder import Encoder
+from ...model.pooling import output_dim
+from ...progress import PassStart, ProgressCallback, Work
+from ...stopping import Checkpointing, StopNow
+from ...text.corpus import Corpus
+from ...text.shards import Shard, plan_shards
+from ...text.vocab import Vocabulary
+from ..checkpoint import Checkpoint
+from ..encoders import ShardState
+from ..local import WorkerSetup, load_shards, merged_stats, save_shards, worker_failure
+from ..sharding import fresh_shards, occurring
+from ..stats import RunStats
+from .remote import EncoderActor, ShardEnd, ShardSums, count_shard, model_parts, produce_shard
+
+_POLL_SECONDS = 0.1
+_CONNECT_SECONDS = 5
+_CHUNKS_AHEAD = 4  # chunks of a shard sent to its actor and not yet added
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            f"the Ray engine needs Ray: {install_hint('ray')}", field="engine"
+        ) from None
+    return ray
+
+
+class _Cancelled(Exception):
+    """The run ended (an error or a stop) while this shard was under way."""
+
+
+class RayPass:
+    """The pass over shards on a Ray cluster: shard tasks, encoder actors, a merge in order."""
+
+    def __init__(
+        self,
+        ray: Any,
+        encoder: Encoder,
+        model: Any,
+        tokenizer: Any,
+        corpus: Corpus,
+        vocab: Vocabulary,
+        config: DistillConfig,
+        report: ProgressCallback,
+    ) -> None:
+        self.ray, self.corpus, self.vocab, self.config = ray, corpus, vocab, config
+        self.report = report
+        self.run_id = uuid.uuid4().hex
+        self.setup = ray.put(WorkerSetup.of(encoder, corpus, vocab, config))
+        resources = ray.cluster_resources()
+        gpus = int(resources.get("GPU", 0))
+        on_gpu = gpus > 0 and config.device != "cpu"
+        self.slots = config.workers or max(1, int(resources.get("CPU", 1)))
+        self.model = ray.put((*model_parts(model), tokenizer))
+        actor = ray.remote(EncoderActor)
+        options = {
+            # Encoders reserve no CPU: the cluster's CPUs go to the shard tasks feeding them.
+            "num_cpus": 0,
+            "num_gpus": 1 if on_gpu else 0,
+            "max_restarts": -1,
+            "max_task_retries": -1,
+        }
+        self.actors = [
+            actor.options(name=f"roberta-static-{self.run_id}-encoder-{i}", **options).remote(
+                [self.model], config, len(vocab), "cuda" if on_gpu else "cpu"
+            )
+            for i in range(config.encoders or (gpus if on_gpu else 1))
+        ]
+        self.load = [0] * len(self.actors)
+        self.lock = threading.Lock()
+        task = ray.remote(num_cpus=1, max_retries=3)
+        self.count_task = task(count_shard)
+        self.produce_task = task(produce_shard)
+        self.cancelled = threading.Event()
+        # (shard, its bytes and sentences once a chunk is added, the chunk's tokens)
+        self.news: queue.Queue[tuple[int, Work | None, int]] = queue.Queue()
+
+    def count(self, shards: list[Shard], stop: Any) -> np.ndarray:
+        """``[shards, entries]`` occurrences, one count task per shard."""
+        refs = [self.count_task.remote(self.run_id, self.setup, shard) for shard in shards]
+        while self.ray.wait(refs, num_returns=len(refs), timeout=_POLL_SECONDS)[1]:
+            if stop is not None and stop.is_set():
+                raise Interrupted(
+                    "stopped while counting occurrences per shard, before any vector was "
+                    "computed; nothing was saved"
+                )
+        return np.stack(self._get(refs))
+
+    def run(
+        self,
+        shard_states: list[ShardState],
+        merged: _Merged,
+        checkpointing: Checkpointing | None,
+        save: Callable[[list[ShardState]], None],
+    ) -> None:
+        """Run every unfinished shard, merging each into ``merged`` in shard order.
+
+        With ``checkpointing``, ``save(states)`` checkpoints (``merged`` then holds the sums of
+        the states that are done) now and then, and when asked to stop; before the first shard
+        is merged, a stop loses nothing and ends the run at once.
+        """
+        stop = checkpointing.stop if checkpointing is not None else None
+        every_seconds = checkpointing.every_seconds if checkpointing is not None else 0.0
+        order = [
+            index for index, entry in enumerate(shard_states) if not entry.done or entry.leftover
+        ]
+        finished: dict[int, tuple[ShardState, ShardSums]] = {}
+        progress = _Progress(
+            [
+                Work(entry.bytes_done(self.corpus.files), entry.state.stats.sentences)
+                for entry in shard_states
+            ],
+            merged.stats.tokens,
+        )
+        start = PassStart(self.corpus.total_bytes, progress.total(), progress.tokens)
+        self.report(start.progress(progress.total(), progress.tokens))
+        saved_at = time.monotonic()
+        pool = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
+        try:
+            futures: dict[Future, int] = {
+                pool.submit(self._shard, index, shard_states[index]): index for index in order
+            }
+            while futures:
+                done, _ = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = futures.pop(future)
+                    finished[index] = future.result()
+                while order and order[0] in finished:
+                    index = order.pop(0)
+                    shard_states[index], sums = finished.pop(index)
+                    merged.add(sums)
+                    if checkpointing is not None:
+                        checkpointing.nothing_to_lose = False
+                self._report(progress, start)
+                stopping = stop is not None and stop.is_set()
+                if stopping and checkpointing is not None and checkpointing.nothing_to_lose:
+                    raise StopNow  # asked to stop before the first merge: nothing to save
+                due = every_seconds and time.monotonic() - saved_at >= every_seconds
+                # Before the first merge there is nothing to save (a stop then ends the run
+                # at once, with nothing written).
+                worth_saving = checkpointing is not None and not checkpointing.nothing_to_lose
+                if worth_saving and (stopping or due):
+                    # A shard finished before an earlier one is not merged yet: its state is
+                    # still the one it started from, and so it is saved.
+                    save(shard_states)
+                    saved_at = time.monotonic()
+        finally:
+            self.cancelled.set()
+            # Wait for the shard threads: each sees ``cancelled`` within a poll. One still in a
+            # Ray call when the cluster shuts down makes Ray end the whole process.
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _report(self, progress: _Progress, start: PassStart) -> None:
+        while True:
+            try:
+                index, done, tokens = self.news.get_nowait()
+            except queue.Empty:
+                break
+            progress.tokens += tokens
+            if done is not None:
+                progress.done[index] = done
+        self.report(start.progress(progress.total(), progress.tokens))
+
+    def _shard(self, index: int, entry: ShardState) -> tuple[ShardState, ShardSums]:
+        """One shard through its task and an actor; its state and sums once complete."""
+        with self.lock:
+            which = int(np.argmin(self.load))
+            self.load[which] += 1
+        actor = self.actors[which]
+        try:
+            end, payloads = self._chunks(index, entry, actor)
+            while isinstance(sums := self._finish(actor, index, len(payloads)), list):
+                for number in sums:  # the actor restarted and lost them
+                    self._added(index, actor.add.remote(index, number, payloads[number]), None)
+        finally:
+            with self.lock:
+                self.load[which] -= 1
+        state = replace(
+            entry, state=end.state, encode_stats=end.encode_stats, done=True, leftover=[]
+        )
+        return state, sums
+
+    def _chunks(self, index: int, entry: ShardState, actor: Any) -> tuple[ShardEnd, list[Any]]:
+        """Have ``actor`` add the shard's chunks as its task makes them, once each is added.
+
+        A resumed shard's leftover batches come first. Returns the shard's end, and every chunk
+        sent (kept until the shard is merged, in case the actor restarts).
+        """
+        payloads: list[Any] = []
+        adds: list[tuple[Any, Work | None]] = []
+
+        def add(payload: Any, done: Work | None) -> None:
+            adds.append((actor.add.remote(index, len(payloads), payload), done))
+            payloads.append(payload)
+            if len(adds) > _CHUNKS_AHEAD:
+                self._added(index, *adds.pop(0))
+
+        if entry.leftover:
+            add(self.ray.put(entry.leftover), None)
+        item = ShardEnd(entry.state, entry.encode_stats)  # a shard done but for its leftover
+        if not entry.done:
+            task = (entry.shard, entry.state, entry.encode_stats, entry.may_stop_early)
+            chunks = self.produce_task.remote(self.run_id, self.setup, *task)
+            try:
+                while not isinstance(item := self._get([self._next(chunks)])[0], ShardEnd):
+                    add(self._next(chunks), Work(item.bytes_done, item.sentences))
+            except _Cancelled:
+                self.ray.cancel(chunks)
+                raise
+        for ref, done in adds:
+            self._added(index, ref, done)
+        return item, payloads
+
+    def _finish(self, actor: Any, index: int, chunks: int) -> ShardSums | list[int]:
+        return self._get([actor.finish.remote(index, chunks)])[0]
+
+    def _added(self, index: int, ref: Any, done: Work | None) -> None:
+        """Wait for a chunk to be added; then its shard has ``done`` (if known)."""
+        self.news.put((index, done, self._get([ref])[0]))
+
+    def _next(self, chunks: Any) -> Any:
+        """The next object of a generator task, waiting no longer than the run lasts."""
+        while not self.ray.wait([chunks], timeout=_POLL_SECONDS)[0]:
+            if self.cancelled.is_set():
+                raise _Cancelled
+        return next(chunks)
+
+    def _get(self, refs: list[Any]) -> list[Any]:
+        """The values of ``refs``; a task's error is raised as the error it raised."""
+        ray = self.ray
+        while ray.wait(refs, num_returns=len(refs), timeout=_POLL_SECONDS)[1]:
+            if self.cancelled.is_set():
+                raise _Cancelled
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as error:
+            cause = error.cause
+            if isinstance(cause, RobertaStaticError):
+                raise cause from None
+            raise worker_failure(cause) from None
+        except ray.exceptions.RayError as error:  # an actor that cannot start, a lost node
+            problem = str(error).strip().splitlines()[0]
+            raise ConfigError(f"the Ray cluster failed: {problem}", field="engine") from None
+
+
+@dataclass
+class _Progress:
+    """Each shard's bytes and sentences added, and the tokens encoded (earlier runs' included)."""
+
+    done: list[Work]
+    tokens: int
+
+    def total(self) -> Work:
+        return sum(self.done, Work())
+
+
+class _Merged:
+    """Sums, counts and encoder counters of the shards merged so far (float64, in order)."""
+
+    def __init__(self, entries: int, dim: int, resume_from: Checkpoint | None) -> None:
+        self.sums = np.zeros((entries, dim))
+        self.counts = np.zeros(entries, dtype=np.int64)
+        self.stats = RunStats()
+        if resume_from is not None:
+            self.sums += resume_from.sums
+            self.counts += resume_from.counts
+            for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
+                setattr(self.stats, name, resume_from.stats[name])
+
+    def add(self, part: ShardSums) -> None:
+        self.sums[part.rows] += part.sums
+        self.counts[part.rows] += part.counts
+        self.stats.tokens += part.stats.tokens
+        self.stats.padded_tokens += part.stats.padded_tokens
+        self.stats.batches_recomputed_float32 += part.stats.batches_recomputed_float32
+
+    def result(self, shard_states: list[ShardState]) -> RunStats:
+        """The statistics of ``shard_states`` with the encoders' counters."""
+        stats = merged_stats(shard_states)
+        for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
+            setattr(stats, name, getattr(self.stats, name))
+        return stats
+
+
+def run_ray(
+    encoder: Encoder,
+    model: Any,
+    tokenizer: Any,
+    corpus: Corpus,
+    vocab: Vocabulary,
+    config: DistillConfig,
+    report: ProgressCallback,
+    checkpointing: Checkpointing | None,
+    resume_from: Checkpoint | None,
+) -> tuple[np.ndarray, np.ndarray, RunStats, np.ndarray]:
+    """The pass on a Ray cluster, from the start or from a (parallel) checkpoint.
+
+    Returns:
+        Summed vectors (float64), counts, merged statistics, and which entries occur at all.
+
+    """
+    ray = check_cluster(config)
+    stop = checkpointing.stop if checkpointing is not None else None
+    dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
+    merged = _Merged(len(vocab), dim, resume_from)
+    started = time.perf_counter()
+    with _cluster(ray, config.ray_address, checkpointing):
+        pass_ = RayPass(ray, encoder, model, tokenizer, corpus, vocab, config, report)
+        if resume_from is not None:
+            shard_states = load_shards(resume_from)
+        else:
+            count = lambda first: pass_.count(first, stop)  # noqa: E731
+            shard_states = fresh_shards(plan_shards(corpus.files), len(vocab), config, count)
+
+        def save(states: list[ShardState]) -> None:
+            stats = merged.result(states)
+            stats.seconds += time.perf_counter() - started
+            result = (merged.sums, merged.counts, stats)
+            save_shards(checkpointing, config, corpus, vocab, states, result)
+
+        pass_.run(shard_states, merged, checkpointing, save)
+    return merged.sums, merged.counts, merged.result(shard_states), occurring(shard_states)
+
+
+@contextmanager
+def _cluster(ray: Any, address: str | None, checkpointing: Checkpointing | None) -> Iterator[None]:
+    """Ray as this process is connected to it, or joined (or started) for the run."""
+    if ray.is_initialized():
+        yield
+        return
+    # Ray's start-up cut short by a stop leaves its agent processes running: a stop waits for it.
+    starting = checkpointing.uninterrupted() if checkpointing is not None else nullcontext()
+    try:
+        with starting:
+            ray.init(address=address, logging_level=logging.WARNING, include_dashboard=False)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        where = address or "a new local cluster"
+        raise ConfigError(f"cannot start Ray at {where}: {error}", field="ray_address") from None
+    except BaseException:
+        ray.shutdown()  # stopped once started, or a second Ctrl-C: leave no Ray process behind
+        raise
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def check_cluster(config: DistillConfig) -> Any:
+    """Before the model loads: Ray is installed, and ``ray_address`` answers; returns ``ray``."""
+    ray = import_ray()
+    if config.ray_address is not None and not ray.is_initialized():
+        _check_reachable(config.ray_address)
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a ``HOST:PORT`` that nothing answers on: Ray would retry it for minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # auto, or a scheme Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_SECONDS).close()
+    except OSError as error:
+        raise ConfigError(
+            f"nothing answers at {address} ({error.strerror or error}); start the cluster with "
+            "`ray start --head` and pass the address it prints, or auto",
+            field="ray_address",
+        ) from None

@@ -1,0 +1,1 @@
+"""The file formats vectors are written in and read from."""

@@ -1,0 +1,227 @@
+"""model2vec and sentence-transformers exports: the vectors as a static sentence encoder.
+
+Both folders hold the vectors in safetensors and a word-level ``tokenizers`` tokenizer over the
+vocabulary: text is NFC-normalised, lower-cased when the vectors were distilled lower-cased, and
+split into words and punctuation runs; a phrase is one token spelled ``new_york``, as in the
+word2vec export. A text's vector is the mean of its words' vectors. Unknown words map to a zero row:
+model2vec leaves them out of the mean; sentence-transformers' ``StaticEmbedding`` averages every
+token, so there an unknown word shortens the vector without turning it (cosines are the same).
+
+With ``sif_coefficient=a`` each word's vector is scaled by ``a / (a + p(word))``, ``p`` its share of
+the folder's counts (Arora et al., 2017, "A simple but tough-to-beat baseline for sentence
+embeddings"): frequent words weigh less in a text's mean. Cosines between words do not change.
+Counts are the occurrences averaged, so distill with ``--max-contexts 0`` for true frequencies.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+from tokenizers import Tokenizer, normalizers, pre_tokenizers
+from tokenizers.models import WordLevel
+
+from ..atomic import follow_umask
+from ..errors import ConfigError
+from ..vectors.static import StaticVectors
+
+UNKNOWN = "[UNK]"
+PHRASE_JOINER = "_"
+# The module type model2vec writes; sentence-transformers releases with StaticEmbedding read it.
+STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
+
+
+# What each writer puts in its folder: an --overwrite replaces a folder holding these only.
+MODEL2VEC_FILES = frozenset(
+    {"model.safetensors", "tokenizer.json", "config.json", "modules.json", "README.md"}
+)
+SENTENCE_TRANSFORMERS_FILES = frozenset(
+    {
+        "model.safetensors",
+        "tokenizer.json",
+        "modules.json",
+        "config_sentence_transformers.json",
+        "README.md",
+    }
+)
+
+
+def check_sif_coefficient(coefficient: float | None) -> None:
+    """Refuse a SIF coefficient outside (0, 1), as model2vec does."""
+    if coefficient is not None and not 0 < coefficient < 1:
+        raise ConfigError(f"must be between 0 and 1, got {coefficient}", field="sif_coefficient")
+
+
+def sif_weights(counts: np.ndarray, coefficient: float) -> np.ndarray:
+    """``a / (a + p(w))`` with ``p`` the share of each count (a count of 0 weighs 1).
+
+    Example:
+        >>> sif_weights(np.array([90, 10, 0]), 0.1).round(3).tolist()
+        [0.1, 0.5, 1.0]
+
+    """
+    share = counts / max(int(counts.sum()), 1)
+    return coefficient / (coefficient + share)
+
+
+def token_table(
+    vectors: StaticVectors, sif_coefficient: float | None = None
+) -> tuple[dict[str, int], np.ndarray]:
+    """Token ids (``[UNK]`` first, phrases joined by ``_``) and their float32 rows.
+
+    The unknown token's row is zero. When two entries share a spelling (``new york`` and
+    ``new_york``), the first one keeps it.
+    """
+    check_sif_coefficient(sif_coefficient)
+    ids = {UNKNOWN: 0}
+    rows = []
+    for row, word in enumerate(vectors.words):
+        token = PHRASE_JOINER.join(word.split(" "))
+        if token not in ids:
+            ids[token] = len(ids)
+            rows.append(row)
+    matrix = np.asarray(vectors.vectors[rows], dtype=np.float32)
+    if sif_coefficient is not None:
+        weights = sif_weights(vectors.counts, sif_coefficient)[rows]
+        matrix = (matrix * weights[:, None]).astype(np.float32)
+    return ids, np.vstack([np.zeros((1, vectors.dim), dtype=np.float32), matrix])
+
+
+def word_level_tokenizer(ids: dict[str, int], lowercase: bool) -> Tokenizer:
+    """A ``tokenizers`` word-level tokenizer: words and punctuation runs, unknown ones ``[UNK]``."""
+    tokenizer = Tokenizer(WordLevel(ids, unk_token=UNKNOWN))
+    steps = [normalizers.NFC(), normalizers.Lowercase()] if lowercase else [normalizers.NFC()]
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # \w+|[^\w\s]+ keeps new_york whole
+    return tokenizer
+
+
+def write_model2vec(
+    vectors: StaticVectors, folder: Path, sif_coefficient: float | None = None
+) -> None:
+    """Write a folder as ``model2vec``'s ``save_pretrained`` does: ``StaticModel`` loads it.
+
+    Example:
+        >>> write_model2vec(vecs, Path("out/model2vec"))  # doctest: +SKIP
+        >>> StaticModel.from_pretrained("out/model2vec").encode(["a cat"])  # doctest: +SKIP
+
+    """
+    ids, matrix = token_table(vectors, sif_coefficient)
+    folder.mkdir()
+    _write_weights({"embeddings": matrix}, folder)
+    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / "tokenizer.json"))
+    config = {
+        "model_type": "model2vec",
+        "architectures": ["StaticModel"],
+        "hidden_dim": vectors.dim,
+        "normalize": False,
+        "max_length": None,  # static vectors have no input limit
+        "sif_coefficient": sif_coefficient,
+        "apply_pca": vectors.meta.get("config", {}).get("pca"),
+        "embedding_dtype": "float32",
+    }
+    _write_json(folder / "config.json", config)
+    _write_json(folder / "modules.json", [_module(".")])
+    (folder / "README.md").write_text(
+        model_card(vectors, "model2vec", sif_coefficient), encoding="utf-8"
+    )
+
+
+def write_sentence_transformers(
+    vectors: StaticVectors, folder: Path, sif_coefficient: float | None = None
+) -> None:
+    """Write a ``SentenceTransformer`` folder of one ``StaticEmbedding`` module, as it saves one.
+
+    Example:
+        >>> write_sentence_transformers(vecs, Path("out/st"))  # doctest: +SKIP
+        >>> SentenceTransformer("out/st").encode(["a cat"])  # doctest: +SKIP
+
+    """
+    ids, matrix = token_table(vectors, sif_coefficient)
+    folder.mkdir()
+    _write_weights({"embedding.weight": matrix}, folder)
+    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / "tokenizer.json"))
+    _write_json(folder / "modules.json", [_module("")])
+    _write_json(
+        folder / "config_sentence_transformers.json",
+        {
+            "model_type": "SentenceTransformer",
+            "prompts": {},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+    )
+    (folder / "README.md").write_text(
+        model_card(vectors, "sentence-transformers", sif_coefficient), encoding="utf-8"
+    )
+
+
+_LOADING = {
+    "model2vec": ("from model2vec import StaticModel\n\nmodel = StaticModel.from_pretrained(PATH)"),
+    "sentence-transformers": (
+        "from sentence_transformers import SentenceTransformer\n\nmodel = SentenceTransformer(PATH)"
+    ),
+}
+
+
+def model_card(vectors: StaticVectors, library: str, sif_coefficient: float | None) -> str:
+    """README.md: front matter for the hub, how to load, and the provenance from ``meta.json``."""
+    meta = vectors.meta
+    model = meta.get("model", {})
+    config = meta.get("config", {})
+    base = model.get("name") or config.get("model") or "unknown"
+    fingerprint = model.get("revision") or model.get("sha256") or "not recorded"
+    corpus = ", ".join(f"{c['path']} ({c['bytes']:,} bytes)" for c in meta.get("corpus", []))
+    weighting = f"SIF, a = {sif_coefficient}" if sif_coefficient is not None else "none"
+    front = {
+        "library_name": library,
+        "base_model": base,
+        "tags": ["static-embeddings", "roberta-static", library],
+    }
+    lines = ["---", *(f"{key}: {json.dumps(value)}" for key, value in front.items()), "---", ""]
+    lines += [
+        f"# Static embeddings distilled from {base}",
+        "",
+        f"{len(vectors):,} words and phrases, {vectors.dim} dimensions, distilled by "
+        "roberta-static (the mean of each entry's contextual vectors over a corpus). A text's "
+        "embedding is the mean of its words' vectors; phrases are tokens spelled `new_york`.",
+        "",
+        "```python",
+        _LOADING[library].replace("PATH", json.dumps("path/to/this/folder")),
+        'model.encode(["The cat sat on the mat."])',
+        "```",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| model | `{base}` ({fingerprint}) |",
+        f"| layers, combine, pool | {config.get('layers')}, {config.get('combine')}, "
+        f"{config.get('pool')} |",
+        f"| case | {vectors.case} |",
+        f"| corpus | {corpus or 'not recorded'} |",
+        f"| post-processing | {meta.get('postprocessing') or 'none'} |",
+        f"| weighting | {weighting} |",
+        "",
+        "## Provenance (`meta.json`)",
+        "",
+        "```json",
+        json.dumps(meta, indent=2, ensure_ascii=False),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _module(path: str) -> dict[str, object]:
+    return {"idx": 0, "name": "0", "path": path, "type": STATIC_EMBEDDING}
+
+
+def _write_weights(tensors: dict[str, np.ndarray], folder: Path) -> None:
+    path = folder / "model.safetensors"
+    save_file(tensors, str(path))
+    follow_umask(path)  # readable by whoever may read the folder's other files
+
+
+def _write_json(path: Path, data: object) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,1 @@
+"""The encoder side: model sources and loading, subwords, batches, forward, pooling."""

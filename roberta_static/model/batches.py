@@ -1,0 +1,109 @@
+"""The numpy boundary between the CPU side and the encoder: inputs, padded batches, counters.
+
+Plain data and numpy only, so worker processes, checkpoints and Ray send them cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+
+@dataclass
+class EncoderInput:
+    """One encoder input: token ids with special tokens, and the occurrences to read from it.
+
+    Attributes:
+        ids: Token ids, special tokens included.
+        occurrences: ``[k, 3]`` int64 rows of ``(first_token, end_token, entry_id)``.
+
+    """
+
+    ids: np.ndarray
+    occurrences: np.ndarray
+
+
+@dataclass
+class Batch:
+    """A padded batch and its occurrences, as numpy arrays (the encoder moves them to the device).
+
+    Attributes:
+        input_ids: ``[B, T]`` token ids, right-padded.
+        attention_mask: ``[B, T]`` 1 for real tokens.
+        rows, starts, ends, entries: One value per occurrence: its batch row, token range, entry.
+
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    rows: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    entries: np.ndarray
+
+    @property
+    def real_tokens(self) -> int:
+        """Tokens that are not padding."""
+        return int(self.attention_mask.sum())
+
+
+@dataclass
+class EncodeStats:
+    """Counters of the encoding step."""
+
+    sentences_encoded: int = 0
+    windows: int = 0
+    split_sentences: int = 0
+    occurrences_without_subwords: int = 0
+    occurrences_too_long: int = 0
+
+    @classmethod
+    def merged(cls, parts: list[EncodeStats]) -> EncodeStats:
+        """The counters of several parts of one pass added up."""
+        return cls(*(sum(getattr(p, f.name) for p in parts) for f in fields(cls)))
+
+
+def make_batches(
+    inputs: Sequence[EncoderInput], batch_tokens: int, pad_id: int, max_padding: float = 0.1
+) -> Iterator[Batch]:
+    """Group inputs into padded batches, shortest first.
+
+    A batch holds at most ``batch_tokens`` tokens, padding included, and at most a ``max_padding``
+    share of padding: inputs are sorted by length, and a longer one starts a new batch when padding
+    the batch to its length would pass either limit.
+    """
+    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].ids))
+    group: list[EncoderInput] = []
+    real = 0
+    for i in order:
+        item = inputs[i]
+        width = len(item.ids)
+        padded = (len(group) + 1) * width
+        if group and (padded > batch_tokens or padded - real - width > max_padding * padded):
+            yield _pad(group, pad_id)
+            group, real = [], 0
+        group.append(item)
+        real += width
+    if group:
+        yield _pad(group, pad_id)
+
+
+def _pad(group: list[EncoderInput], pad_id: int) -> Batch:
+    width = max(len(item.ids) for item in group)
+    input_ids = np.full((len(group), width), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((len(group), width), dtype=np.int64)
+    for row, item in enumerate(group):
+        input_ids[row, : len(item.ids)] = item.ids
+        attention_mask[row, : len(item.ids)] = 1
+    occurrences = np.concatenate([item.occurrences for item in group])
+    rows = np.repeat(np.arange(len(group)), [len(item.occurrences) for item in group])
+    return Batch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        rows=rows,
+        starts=occurrences[:, 0],
+        ends=occurrences[:, 1],
+        entries=occurrences[:, 2],
+    )

@@ -1,0 +1,233 @@
+"""Run a loaded encoder, keeping only the hidden layers asked for: device, dtype, token budget."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import ALL_LAYERS, DistillConfig, Layers
+from ..errors import ConfigError, ModelLoadError
+from .batches import Batch, EncoderInput, make_batches
+from .subwords import SubwordEncoder
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_SANE_LENGTH = 1_000_000  # tokenizers without a known limit report about 1e30
+CPU_BATCH_TOKENS = 8192
+MAX_GPU_BATCH_TOKENS = 131_072  # past this, larger batches no longer speed up a GPU
+GPU_MEMORY_SHARE = 0.5  # of the free memory, for one batch's activations
+
+
+class Encoder:
+    """A transformer truncated above its highest chosen layer, on its device, with its tokenizer.
+
+    Args:
+        model: A Hugging Face model whose forward accepts ``output_hidden_states``.
+        tokenizer: Its fast tokenizer.
+        config: The run's options (layers, device, dtype, max_length are used here).
+
+    The model is moved to the device and dtype in place; its layer list is left whole.
+
+    """
+
+    def __init__(self, model: nn.Module, tokenizer: Any, config: DistillConfig) -> None:
+        if not getattr(tokenizer, "is_fast", False):
+            raise ModelLoadError(
+                f"{config.model}: tokenizer {type(tokenizer).__name__} has no fast (Rust) version"
+            )
+        self.num_layers = int(model.config.num_hidden_layers)
+        self.layers = resolve_layers(config.layers, self.num_layers)
+        self.hidden_size = int(model.config.hidden_size)
+        self.device = resolve_device(config.devices[0])
+        self.dtype = resolve_dtype(config.dtype, self.device)
+        self.model = truncate_layers(model, max(self.layers)).to(self.device, self.dtype).eval()
+        self.max_length = resolve_max_length(model, tokenizer, config.max_length)
+        self.batch_tokens = resolve_batch_tokens(config.batch_tokens, self)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
+        self.float32_recomputes = 0
+
+    def batches(self, inputs: Sequence[EncoderInput]) -> list[Batch]:
+        """The inputs as padded batches within this encoder's token budget."""
+        return list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
+
+    @torch.inference_mode()
+    def hidden_states(self, batch: Batch) -> torch.Tensor:
+        """Chosen hidden layers of a batch as float32, shape ``[layers, batch, tokens, hidden]``.
+
+        A half-precision batch that overflows to NaN or Inf is run again in float32 and counted
+        in ``float32_recomputes``.
+        """
+        input_ids = to_device(batch.input_ids, self.device)
+        mask = to_device(batch.attention_mask, self.device)
+        states = self._forward(input_ids, mask)
+        # One reduction instead of an elementwise test: a sum is finite only if every term is.
+        if self.dtype != torch.float32 and not torch.isfinite(states.sum()):
+            self.model.float()
+            try:
+                states = self._forward(input_ids, mask)
+            finally:
+                self.model.to(self.dtype)  # float32 back to half precision is exact
+            self.float32_recomputes += 1
+        return states
+
+    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        # transformers 5 records hidden states with hooks on the blocks, so a model cut to no
+        # blocks (only layer 0 chosen) reports none; its output is then the embedding output.
+        states = output.hidden_states or (output.last_hidden_state,)
+        return torch.stack([states[layer] for layer in self.layers]).float()
+
+
+def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host array on ``device``; through pinned memory on CUDA, so the copy is asynchronous."""
+    tensor = torch.from_numpy(array)
+    if device.type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
+
+
+def resolve_layers(layers: Layers, num_layers: int) -> tuple[int, ...]:
+    """Turn ``"all"`` and negative indices into positions among ``num_layers + 1`` hidden states."""
+    total = num_layers + 1
+    if layers == ALL_LAYERS:
+        return tuple(range(total))
+    bad = [layer for layer in layers if not -total <= layer < total]
+    if bad:
+        raise ConfigError(
+            f"{bad} out of range; this model has layers 0-{num_layers} "
+            f"(or {-total} to -1 counted from the top)",
+            field="layers",
+        )
+    return tuple(layer % total for layer in layers)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` picks CUDA, then MPS, then CPU; an unavailable explicit choice is an error."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+    }
+    chosen = torch.device(device)
+    if not available[chosen.type] or (
+        chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count()
+    ):
+        raise ConfigError(f"{device} is not available on this machine", field="device")
+    return chosen
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device`` (available RAM for the CPU on Linux), or None where unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo", encoding="ascii") as handle:
+                for line in handle:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+    return None
+
+
+def resolve_batch_tokens(requested: int | None, encoder: Encoder) -> int:
+    """The requested budget, else 8,192 on the CPU and a share of the free memory on CUDA."""
+    if requested is not None:
+        return requested
+    free = free_memory(encoder.device) if encoder.device.type == "cuda" else None
+    if free is None:
+        return max(CPU_BATCH_TOKENS, encoder.max_length)
+    fits = int(free * GPU_MEMORY_SHARE) // activation_bytes_per_token(encoder)
+    return max(encoder.max_length, min(fits // 1024 * 1024, MAX_GPU_BATCH_TOKENS))
+
+
+def activation_bytes_per_token(encoder: Encoder) -> int:
+    """Device memory one input token needs during a forward pass, generously counted.
+
+    Every hidden state up to the top chosen layer is kept (``output_hidden_states``), one block's
+    query/key/value and feed-forward activations are alive at a time (counted twice for the
+    kernels' scratch), and the chosen layers are stacked and copied to float32.
+    """
+    config = encoder.model.config
+    hidden = encoder.hidden_size
+    intermediate = int(getattr(config, "intermediate_size", 4 * hidden))
+    size = torch.finfo(encoder.dtype).bits // 8
+    kept = (max(encoder.layers) + 1) * hidden * size
+    block = 2 * (3 * hidden + intermediate) * size
+    chosen = len(encoder.layers) * hidden * (size + 4)
+    return kept + block + chosen
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``auto`` is bfloat16 on CUDA (float16 where bfloat16 is missing) and float32 elsewhere."""
+    if dtype != "auto":
+        return _DTYPES[dtype]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def resolve_max_length(model: nn.Module, tokenizer: Any, requested: int | None) -> int:
+    """The longest input the model accepts, or ``requested`` when it is within that limit."""
+    limits = [int(tokenizer.model_max_length)] if tokenizer.model_max_length < _SANE_LENGTH else []
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if positions:
+        # RoBERTa-style position ids start after the padding index.
+        padding_idx = getattr(getattr(model, "embeddings", None), "padding_idx", None)
+        limits.append(int(positions) - (padding_idx + 1 if padding_idx is not None else 0))
+    limit = min(limits) if limits else 512
+    if requested is None:
+        return limit
+    if requested > limit:
+        raise ConfigError(
+            f"{requested} exceeds this model's limit of {limit} tokens", field="max_length"
+        )
+    return requested
+
+
+def truncate_layers(model: nn.Module, top_layer: int) -> nn.Module:
+    """A view of ``model`` that runs only blocks ``1..top_layer``; parameters are shared.
+
+    The block list is the ``nn.ModuleList`` holding ``num_hidden_layers`` blocks. The modules on
+    the path to it are shallow copies, so the caller's model keeps all of its blocks.
+    """
+    num_layers = model.config.num_hidden_layers
+    path = next(
+        (
+            name
+            for name, module in model.named_modules()
+            if isinstance(module, nn.ModuleList) and len(module) == num_layers
+        ),
+        None,
+    )
+    if path is None or top_layer >= num_layers:
+        return model
+    root = _copy_module(model)
+    root.config = copy.copy(model.config)
+    root.config.num_hidden_layers = top_layer
+    parent = root
+    *parents, leaf = path.split(".")
+    for name in parents:
+        child = _copy_module(getattr(parent, name))
+        setattr(parent, name, child)
+        parent = child
+    setattr(parent, leaf, nn.ModuleList(list(getattr(parent, leaf))[:top_layer]))
+    return root
+
+
+def _copy_module(module: nn.Module) -> nn.Module:
+    clone = copy.copy(module)
+    clone._modules = dict(module._modules)
+    return clone

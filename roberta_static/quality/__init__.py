@@ -1,0 +1,1 @@
+"""How good vectors are: evaluation, the layer sweep, the report."""

@@ -1,0 +1,132 @@
+"""The layer view: one word in one sentence, followed up the encoder's layers.
+
+At each layer, how close the word's contextual vector is to its static vector, and which tokens it
+attends to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, VectorsError
+from ..vectors.static import StaticVectors
+
+TOP_ATTENDED = 5
+
+
+@dataclass
+class LayerView:
+    """A word in a sentence through the encoder.
+
+    Attributes:
+        sentence: The sentence.
+        word: The word, as looked up.
+        cosines: Per layer (0 = embeddings), the cosine between the word's contextual vector
+            (its subwords' mean) and its static vector.
+        attention: Per block, the ``TOP_ATTENDED`` tokens the word's subwords attend to most
+            (heads and subwords averaged), as ``(token, weight)``.
+
+    """
+
+    sentence: str
+    word: str
+    cosines: list[float]
+    attention: list[list[tuple[str, float]]]
+
+
+def layer_view(
+    model: Any, tokenizer: Any, vectors: StaticVectors, sentence: str, word: str
+) -> LayerView:
+    """Run ``sentence`` through ``model`` and follow ``word`` (its first occurrence) up the layers.
+
+    Raises:
+        ConfigError: ``word`` is not in ``sentence``, or the vectors are not in the model's space.
+        VectorsError: the vectors were post-processed (see :func:`require_model_space`).
+
+    """
+    import torch
+
+    start = locate_word(vectors, sentence, word)
+    static = np.asarray(vectors[word], dtype=np.float64)
+    encoded = tokenizer(sentence, return_offsets_mapping=True, return_tensors="pt", truncation=True)
+    offsets = encoded.pop("offset_mapping")[0].tolist()
+    rows = [i for i, (a, b) in enumerate(offsets) if b > a and a < start + len(word) and b > start]
+    if not rows:
+        raise ConfigError(f"{word!r} falls outside the model's input window", field="word")
+    _eager_attention(model)
+    with torch.no_grad():
+        output = model(**encoded, output_hidden_states=True, output_attentions=True)
+    hidden = [state[0, rows].float().mean(dim=0).cpu().numpy() for state in output.hidden_states]
+    if hidden[0].shape != static.shape:
+        raise ConfigError(
+            f"the vectors have {static.shape[0]} dimensions and the model's layers "
+            f"{hidden[0].shape[0]}: use the model the vectors were distilled with, without "
+            "--combine concat or --pca",
+            field="model",
+        )
+    tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
+    attention = []
+    for weights in output.attentions or ():
+        mean = weights[0].float().mean(dim=0)[rows].mean(dim=0).cpu().numpy()
+        top = np.argsort(-mean, kind="stable")[:TOP_ATTENDED]
+        attention.append([(tokens[i], round(float(mean[i]), 3)) for i in top])
+    return LayerView(sentence, word, [round(_cosine(h, static), 4) for h in hidden], attention)
+
+
+def require_model_space(vectors: StaticVectors, where: str = "the vectors") -> None:
+    """Refuse vectors that post-processing moved out of the model's space (``where`` names them).
+
+    Centering and removing components move every vector; scaling to unit length (``normalize``)
+    leaves every cosine as it was, so it is allowed.
+    """
+    moved = [
+        name
+        for step in vectors.meta.get("postprocessing", [])
+        for name in ("center", "remove_top_pcs", "pca")
+        if step.get(name)
+    ]
+    if moved:
+        raise VectorsError(
+            f"{where}: post-processed ({', '.join(dict.fromkeys(moved))}), so no longer in the "
+            "model's space; the layer view needs the vectors as distilled, without post-processing"
+        )
+
+
+def locate_word(
+    vectors: StaticVectors, sentence: str, word: str, where: str = "the vectors"
+) -> int:
+    """Where ``word`` starts in ``sentence``, once the view's checks that need no model pass.
+
+    Raises:
+        VectorsError: The vectors were post-processed (see :func:`require_model_space`).
+        KeyNotFoundError: ``word`` has no vector.
+        ConfigError: ``word`` is not in ``sentence``.
+
+    """
+    require_model_space(vectors, where)
+    vectors.get_index(word)
+    return _find(sentence, word, vectors.case == "lower")
+
+
+def _find(sentence: str, word: str, lower: bool) -> int:
+    """Where ``word`` first occurs in ``sentence`` (ignoring case under the ``lower`` policy)."""
+    start = (sentence.lower() if lower else sentence).find(word.lower() if lower else word)
+    if start < 0:
+        raise ConfigError(f"{word!r} does not occur in the sentence", field="word")
+    return start
+
+
+def _eager_attention(model: Any) -> None:
+    """Ask for attention weights the model can return: fused kernels (SDPA) return none."""
+    if hasattr(model, "set_attn_implementation"):
+        try:
+            model.set_attn_implementation("eager")
+        except (ValueError, NotImplementedError):
+            pass  # a model without an eager path: its attention table stays empty
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))

@@ -1,0 +1,1 @@
+"""Corpus text without a model: files, units, shards, sentences, vocabulary (no torch)."""

@@ -1,0 +1,390 @@
+"""Stream text units (lines, or one JSONL field per line) from corpus files, never a whole file."""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import functools
+import gzip
+import hashlib
+import json
+import lzma
+import os
+import unicodedata
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import CorpusError
+from .files import find_corpus_files
+
+_SAMPLE_BYTES = 65_536  # the part of a file read ahead of a resume (identity)
+
+_DECOMPRESSORS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw),
+    ".bz2": bz2.BZ2File,
+    ".xz": lzma.LZMAFile,
+}
+_COMPRESSION_NAMES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
+_JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+# Units are cut near this size: spaCy refuses texts over nlp.max_length, and memory stays bounded.
+MAX_UNIT_BYTES = 100_000
+MAX_UNIT_CHARS = 100_000
+
+
+def decode(data: bytes) -> tuple[str, int]:
+    """Decode UTF-8, replacing each invalid byte run with U+FFFD; returns the text and bad bytes."""
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        pass
+    parts: list[str] = []
+    bad = 0
+    position = 0
+    while True:
+        try:
+            parts.append(data[position:].decode("utf-8"))
+            return "".join(parts), bad
+        except UnicodeDecodeError as error:
+            parts.append(data[position : position + error.start].decode("utf-8"))
+            parts.append("\ufffd")
+            bad += error.end - error.start
+            position += error.end
+
+
+def normalize_text(text: str) -> str:
+    """The one Unicode form (NFC) of corpus text and vocabulary entries alike.
+
+    ``café`` typed as ``e`` + combining accent (NFD, as macOS file names and some exports write
+    it) then matches ``café`` typed as one character.
+
+    Example:
+        >>> normalize_text("cafe\u0301") == "caf\u00e9"
+        True
+
+    """
+    return unicodedata.normalize("NFC", text)
+
+
+def is_compressed(path: Path) -> bool:
+    """Whether a corpus file is read through a decompressor (``.gz``, ``.bz2``, ``.xz``)."""
+    return path.suffix in _DECOMPRESSORS
+
+
+def check_readable(files: Iterable[Path]) -> None:
+    """Read the first bytes of each file, so a mislabelled or damaged header fails before a run.
+
+    Raises:
+        CorpusError: A file cannot be opened, or a ``.gz``/``.bz2``/``.xz`` file is not one.
+
+    """
+    for path in files:
+        with _read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
+            stream.read(1)
+
+
+def is_jsonl(path: Path) -> bool:
+    """Whether a file holds JSON lines (``.jsonl`` or ``.ndjson``, optionally compressed)."""
+    suffixes = path.suffixes
+    if suffixes and suffixes[-1] in _DECOMPRESSORS:
+        suffixes = suffixes[:-1]
+    return bool(suffixes) and suffixes[-1] in _JSONL_SUFFIXES
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a text unit ends, precisely enough to resume after it.
+
+    Attributes:
+        file: Index into ``Corpus.files``.
+        offset: Offset, in the (decompressed) stream, of the record the unit came from.
+        line: Line number of that record, for messages.
+        skip: Units of that record already yielded (a JSONL text cut in pieces).
+
+    """
+
+    file: int
+    offset: int
+    line: int
+    skip: int
+
+
+START = Position(file=0, offset=0, line=1, skip=0)
+
+
+class Corpus:
+    """The text units of one or more corpus paths, read lazily and re-iterable.
+
+    A unit is one line of a text file (ended by LF, CRLF or a lone CR), or the ``text_field`` of
+    one line of a JSONL file, in Unicode NFC, without the byte order mark a file may start with;
+    units longer than ``MAX_UNIT_BYTES`` are cut at a space, so memory stays bounded whatever the
+    line length. Files holding NUL bytes are binary: they are skipped and listed in
+    ``binary_files``; what the folders hold that is not read is in ``skipped`` (see
+    :class:`~roberta_static.text.files.CorpusFiles`). While iterating, ``bytes_read`` follows
+    the position in the input, for progress bars.
+
+    Example:
+        >>> corpus = Corpus(["examples/wiki.txt"])  # doctest: +SKIP
+        >>> next(iter(corpus))[:20]  # doctest: +SKIP
+
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike], text_field: str = "text") -> None:
+        listing = find_corpus_files(paths)
+        self.files = listing.files
+        self.skipped = listing.skipped
+        self.text_field = text_field
+        self.total_bytes = sum(f.stat().st_size for f in self.files)
+        self.bytes_read = 0
+        self.bad_bytes = 0
+        self.binary_files: list[Path] = []
+
+    def __iter__(self) -> Iterator[str]:
+        return (text for text, _ in self.units())
+
+    def __str__(self) -> str:
+        return str(self.files[0]) if len(self.files) == 1 else f"{len(self.files)} corpus files"
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Path and size of each file, for ``meta.json``."""
+        return [{"path": str(f), "bytes": f.stat().st_size} for f in self.files]
+
+    def units(
+        self, start: Position = START, stop: Position | None = None
+    ) -> Iterator[tuple[str, Position]]:
+        """Yield each unit with the position to resume after it, from ``start`` up to ``stop``.
+
+        ``stop`` (exclusive) is the start of a record, as a shard plan cuts a file
+        (:mod:`roberta_static.text.shards`).
+        """
+        self.bytes_read = sum(f.stat().st_size for f in self.files[: start.file])
+        self.bad_bytes = 0
+        self.binary_files = []
+        last = len(self.files) if stop is None else min(stop.file + 1, len(self.files))
+        for index in range(start.file, last):
+            path = self.files[index]
+            resume = start if index == start.file else START
+            end = stop.offset if stop is not None and index == stop.file else None
+            if end == 0:
+                break
+            with _read_errors(path), open(path, "rb") as raw:
+                stream = self._open(path, raw)
+                if _looks_binary(stream, resume.offset):
+                    if resume.offset == 0:  # a file's later shards are not listed again
+                        self.binary_files.append(path)
+                else:
+                    done = self.bytes_read
+                    for text, position in self._file_units(path, stream, resume, end):
+                        self.bytes_read = done + raw.tell()
+                        yield text, Position(index, position.offset, position.line, position.skip)
+            self.bytes_read = sum(f.stat().st_size for f in self.files[: index + 1])
+
+    def _file_units(
+        self, path: Path, stream: IO[bytes], start: Position, end: int | None = None
+    ) -> Iterator[tuple[str, Position]]:
+        stream.seek(start.offset)
+        jsonl = is_jsonl(path)
+        line = start.line
+        for offset, record in _records(stream, start.offset, whole_lines=jsonl):
+            if end is not None and offset >= end:
+                return
+            if offset == 0:
+                record = record.removeprefix(codecs.BOM_UTF8)
+            text, bad = decode(record.rstrip(b"\r\n"))
+            self.bad_bytes += bad
+            if jsonl:
+                text = self._field(path, line, text)
+            # Normalised once, before segmentation: every character offset after this refers to
+            # the same text, the one the subword tokenizer reads.
+            text = normalize_text(text)
+            # A lone CR ends a line too (old Mac files, mixed-newline exports).
+            pieces = list(split_long(text)) if jsonl else text.split("\r")
+            first = start.skip if offset == start.offset else 0
+            for number in range(first, len(pieces)):
+                if pieces[number].strip():
+                    yield pieces[number], Position(0, offset, line, number + 1)
+            line += record.endswith(b"\n")
+
+    @staticmethod
+    def _open(path: Path, raw: IO[bytes]) -> IO[bytes]:
+        decompressor = _DECOMPRESSORS.get(path.suffix)
+        return decompressor(raw) if decompressor else raw
+
+    def _field(self, path: Path, number: int, line: str) -> str:
+        if not line.strip():
+            return ""
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            # Some of json's messages end in "at" ("Unterminated string starting at").
+            column = (
+                f"column {error.colno}" if error.msg.endswith(" at") else f"at column {error.colno}"
+            )
+            raise CorpusError(f"{path}:{number}: not valid JSON ({error.msg} {column})") from None
+        text = record.get(self.text_field) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise CorpusError(f"{path}:{number}: no string field {self.text_field!r}")
+        return text
+
+
+class TextCorpus:
+    """Texts held in memory, streamed in order: each string is one unit (long ones are cut).
+
+    ``texts`` is any iterable of strings and is never read ahead: a list, a pandas ``Series``, or a
+    generator over a dataframe column. A string is always text here, never a path. A generator can
+    be read only once, so it cannot also build the vocabulary (pass one, or a re-iterable). Runs
+    over texts cannot be checkpointed or resumed: that needs files to return to.
+
+    Example:
+        >>> list(TextCorpus(["The cat sat.", "  ", "A dog ran."]))
+        ['The cat sat.', 'A dog ran.']
+
+    """
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        if isinstance(texts, (str, bytes)):
+            raise CorpusError("texts: expected an iterable of strings, got a single string")
+        self.texts = texts
+        self.reiterable = iter(texts) is not texts  # a generator or file is its own iterator
+        self.files: list[Path] = []
+        self.skipped: dict[Path, str] = {}
+        self.total_bytes = 0  # unknown until read
+        self.bytes_read = 0
+        self.bad_bytes = 0
+        self.binary_files: list[Path] = []
+        self._started = False
+
+    def __iter__(self) -> Iterator[str]:
+        return (text for text, _ in self.units())
+
+    def __str__(self) -> str:
+        return "texts"
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The texts' UTF-8 size, for ``meta.json``."""
+        return [{"path": "<texts in memory>", "bytes": self.bytes_read}]
+
+    def units(
+        self, start: Position = START, stop: Position | None = None
+    ) -> Iterator[tuple[str, Position]]:
+        """Yield each unit with its position (``offset`` is the index of its string).
+
+        ``start`` and ``stop`` are part of the corpus interface; texts are always read whole.
+        """
+        if self._started and not self.reiterable:
+            raise CorpusError(
+                "texts: a generator can be read only once; pass a list or another re-iterable"
+            )
+        self._started = True
+        self.bytes_read = 0
+        for index, text in enumerate(self.texts):
+            if not isinstance(text, str):
+                raise CorpusError(f"texts: item {index} is {type(text).__name__}, expected str")
+            self.bytes_read += len(text.encode("utf-8"))
+            for number, piece in enumerate(split_long(normalize_text(text)), start=1):
+                if piece.strip():
+                    yield piece, Position(0, index, index + 1, number)
+
+
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """Turn a damaged, truncated or unreadable file into one :class:`CorpusError` naming it.
+
+    The decompressors report damage in several ways (``EOFError``, ``gzip.BadGzipFile``,
+    ``zlib.error``, ``lzma.LZMAError``, ``OSError``); the user needs the file and the problem.
+    """
+    kind = _COMPRESSION_NAMES.get(path.suffix)
+    try:
+        yield
+    except CorpusError:
+        raise
+    except EOFError:
+        raise CorpusError(f"{path}: truncated {kind} file (ended before its end marker)") from None
+    except (OSError, lzma.LZMAError, zlib.error) as error:
+        detail = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        if kind is None or (isinstance(error, OSError) and error.errno is not None):
+            raise CorpusError(f"{path}: cannot read ({detail})") from None
+        raise CorpusError(f"{path}: not valid {kind} data ({detail})") from None
+
+
+def _looks_binary(stream: IO[bytes], offset: int) -> bool:
+    """Whether the first block of the stream holds a NUL byte (text files never do)."""
+    stream.seek(0)
+    binary = b"\0" in stream.read(8192)
+    stream.seek(offset)
+    return binary
+
+
+def _records(stream: IO[bytes], offset: int, whole_lines: bool) -> Iterator[tuple[int, bytes]]:
+    """Lines with the offset where each starts; without ``whole_lines`` long ones are cut."""
+    buffer = b""
+    while True:
+        # A cut leaves less than half a unit in the buffer, so there is always room to read.
+        chunk = stream.readline(-1 if whole_lines else MAX_UNIT_BYTES - len(buffer))
+        buffer += chunk
+        if not chunk or buffer.endswith(b"\n") or len(buffer) >= MAX_UNIT_BYTES:
+            if not buffer:
+                return
+            cut = len(buffer) if not chunk or buffer.endswith(b"\n") else _cut_point(buffer)
+            yield offset, buffer[:cut]
+            offset += cut
+            buffer = buffer[cut:]
+
+
+def _cut_point(data: bytes) -> int:
+    """Where to cut a long line: after its last space in the second half, else at a character."""
+    space = max(data.rfind(b" ", len(data) // 2), data.rfind(b"\t", len(data) // 2))
+    if space >= 0:
+        return space + 1
+    cut = len(data)
+    while cut > len(data) - 4 and cut > 0 and data[cut - 1] & 0xC0 == 0x80:
+        cut -= 1
+    if cut > 0 and data[cut - 1] >= 0xC0:  # a lead byte whose continuation was cut off
+        cut -= 1
+    return cut if cut > 0 else len(data)
+
+
+def split_long(text: str, limit: int = MAX_UNIT_CHARS) -> Iterator[str]:
+    """Cut ``text`` into pieces of at most ``limit`` characters, at a space where there is one."""
+    while len(text) > limit:
+        cut = text.rfind(" ", limit // 2, limit)
+        cut = cut + 1 if cut > 0 else limit
+        yield text[:cut]
+        text = text[cut:]
+    yield text
+
+
+def corpus_identity(files: list[Path], position: Position) -> list[dict[str, Any]]:
+    """What a resume needs unchanged: the files read so far, by absolute path and content.
+
+    A file before ``position`` is known by its size and a digest of its first and last 64 kB; the
+    file being read by a digest of the bytes before ``position`` (so a bad line after it can be
+    fixed); a compressed one being read by its whole identity. Later files may change.
+    """
+    identities = []
+    for index, path in enumerate(files[: position.file + 1]):
+        stat = path.stat()
+        identity: dict[str, Any] = {"path": str(path.resolve())}
+        if index < position.file or is_compressed(path):
+            identity["bytes"] = stat.st_size
+            identity["sha256"] = _sampled_digest(path, stat.st_size, stat.st_mtime_ns)
+        else:
+            identity["bytes_read"] = position.offset
+            identity["read_sha256"] = _sampled_digest(path, position.offset, stat.st_mtime_ns)
+        identities.append(identity)
+    return identities
+
+
+@functools.lru_cache(maxsize=4096)
+def _sampled_digest(path: Path, end: int, mtime_ns: int) -> str:
+    """SHA-256 of the first and last 64 kB of ``path[:end]`` (``mtime_ns`` keys the cache)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        digest.update(handle.read(min(_SAMPLE_BYTES, end)))
+        tail = max(_SAMPLE_BYTES, end - _SAMPLE_BYTES)
+        handle.seek(tail)
+        digest.update(handle.read(max(0, end - tail)))
+    return digest.hexdigest()

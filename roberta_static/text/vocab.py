@@ -1,0 +1,205 @@
+"""The vocabulary: entries read from a file or counted in the corpus, and matched in sentences.
+
+The case policy lives here: with ``case="lower"`` entries are stored lower-cased and matched on
+spaCy's ``LOWER`` attribute; with ``case="keep"`` they are matched on ``ORTH``. Entries are put in
+Unicode NFC, as the corpus text is (:func:`~roberta_static.text.corpus.normalize_text`).
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from spacy.attrs import IDX, LENGTH, SENT_START
+from spacy.language import Language
+from spacy.matcher import PhraseMatcher
+from spacy.tokens import Doc
+
+from ..config import Case
+from ..errors import VocabError
+from .corpus import normalize_text
+
+
+@dataclass
+class Vocabulary:
+    """Ordered, unique vocabulary entries (words or space-separated phrases).
+
+    Attributes:
+        entries: The entries, normalised (NFC, case policy applied, inner whitespace collapsed).
+        case: The case policy they were normalised with.
+        duplicates: Lines dropped because they repeated an earlier entry.
+        blank_lines: Blank lines skipped.
+
+    """
+
+    entries: list[str]
+    case: Case = "lower"
+    duplicates: int = 0
+    blank_lines: int = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @classmethod
+    def from_entries(cls, lines: Iterable[str], case: Case = "lower") -> Vocabulary:
+        """Build from raw entries, skipping blanks and repeats.
+
+        Example:
+            >>> Vocabulary.from_entries(["Paris", "paris", "", "New  York"]).entries
+            ['paris', 'new york']
+
+        """
+        vocab = cls(entries=[], case=case)
+        seen: set[str] = set()
+        for line in lines:
+            entry = normalize_entry(line, case)
+            if not entry:
+                vocab.blank_lines += 1
+            elif entry in seen:
+                vocab.duplicates += 1
+            else:
+                seen.add(entry)
+                vocab.entries.append(entry)
+        return vocab
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, case: Case = "lower") -> Vocabulary:
+        """Read one entry per line from a UTF-8 file (a leading byte order mark is dropped).
+
+        A file holding NUL bytes is binary, as for corpus files, and an empty result is an error.
+        """
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+            if b"\0" in data:
+                line = data.count(b"\n", 0, data.index(b"\0")) + 1
+                raise VocabError(
+                    f"{path}:{line}: NUL byte: a binary file, not a vocabulary "
+                    "(expected UTF-8 text, one entry per line)"
+                )
+            text = data.decode("utf-8-sig")
+        except FileNotFoundError:
+            raise VocabError(f"{path}: vocabulary file not found") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise VocabError(f"{path}: cannot read vocabulary ({error})") from None
+        lines = text.splitlines()
+        for number, line in enumerate(lines, start=1):
+            if "\t" in line.strip():
+                raise VocabError(
+                    f"{path}:{number}: tab inside an entry; expected one entry per line"
+                )
+        vocab = cls.from_entries(lines, case)
+        if not vocab.entries:
+            raise VocabError(
+                f"{path}: vocabulary is empty ({len(lines)} lines, none with an entry)"
+            )
+        return vocab
+
+    @classmethod
+    def from_corpus(
+        cls, nlp: Language, texts: Iterable[str], case: Case, min_count: int, max_vocab: int | None
+    ) -> Vocabulary:
+        """Count the corpus words (spaCy tokens, no punctuation or space); keep the frequent ones.
+
+        Entries are ordered by descending count, ties alphabetically.
+        """
+        spellings: Counter[str] = Counter()
+        for doc in nlp.tokenizer.pipe(texts, batch_size=256):
+            spellings.update(t.text for t in doc if not (t.is_punct or t.is_space))
+        counts: Counter[str] = Counter()
+        for spelling, count in spellings.items():
+            counts[_fold(spelling, case)] += count
+        ranked = sorted(
+            (w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w)
+        )
+        return cls(entries=ranked[:max_vocab], case=case)
+
+
+def normalize_entry(line: str, case: Case) -> str:
+    """Strip, collapse inner whitespace, put in NFC and apply the case policy."""
+    return _fold(" ".join(line.split()), case)
+
+
+def _fold(text: str, case: Case) -> str:
+    """NFC first, then the case policy: the order in which corpus tokens get their ``LOWER``."""
+    text = normalize_text(text)
+    return text.lower() if case == "lower" else text
+
+
+def _patterns(nlp: Language, entry: str) -> list[Doc]:
+    """The entry as the tokenizer splits it alone, and as one token when it has no space.
+
+    Tokenization depends on context: ``"U.S."`` alone is ``["U.S", "."]``, mid-sentence one token.
+    """
+    alone = nlp.make_doc(entry)
+    if " " in entry or len(alone) == 1:
+        return [alone]
+    return [alone, Doc(nlp.vocab, words=[entry])]
+
+
+@dataclass
+class MatchedSentence:
+    """One sentence and the vocabulary occurrences in it.
+
+    Attributes:
+        text: The sentence text.
+        spans: ``(start_char, end_char, entry_id)`` per occurrence, relative to ``text``, in order.
+
+    """
+
+    text: str
+    spans: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+def vocabulary_stats(vocab: Vocabulary) -> dict[str, int]:
+    """What reading the vocabulary skipped, as run statistics (and checkpoints) record it."""
+    return {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
+
+
+class VocabMatcher:
+    """Find every occurrence of the vocabulary's entries in spaCy Docs, sentence by sentence.
+
+    Entries are tokenized with the pipeline's own tokenizer, so a phrase or a word that spaCy splits
+    (``"don't"``) matches the same tokens in running text.
+    """
+
+    def __init__(self, nlp: Language, vocab: Vocabulary) -> None:
+        self._matcher = PhraseMatcher(nlp.vocab, attr="LOWER" if vocab.case == "lower" else "ORTH")
+        self._entry_of_key: dict[int, int] = {}
+        for entry_id, entry in enumerate(vocab.entries):
+            key = f"entry:{entry_id}"
+            self._matcher.add(key, _patterns(nlp, entry))
+            self._entry_of_key[nlp.vocab.strings[key]] = entry_id
+
+    def __call__(self, doc: Doc, text: str | None = None) -> Iterator[MatchedSentence]:
+        """Yield every sentence of ``doc`` with the occurrences inside it.
+
+        ``text``: the Doc's text, where the caller has it (``Doc.text`` joins it token by token).
+        """
+        if not len(doc):
+            return
+        # Token attributes as one array: Span and Token objects cost more than the matching.
+        columns = doc.to_array([IDX, LENGTH, SENT_START])
+        token_starts = columns[:, 0].tolist()
+        token_ends = (columns[:, 0] + columns[:, 1]).tolist()
+        columns[0, 2] = 1
+        if "sents" in doc.user_hooks:  # a component that defines sentences its own way
+            first_tokens = [sentence.start for sentence in doc.sents]
+        else:
+            first_tokens = np.flatnonzero(columns[:, 2] == 1).tolist()
+        end_tokens = first_tokens[1:] + [len(doc)]
+        found: list[list[tuple[int, int, int]]] = [[] for _ in first_tokens]
+        for key, start, end in self._matcher(doc):
+            sentence = bisect_right(first_tokens, start) - 1
+            if end <= end_tokens[sentence]:
+                offset = token_starts[first_tokens[sentence]]
+                span = (token_starts[start] - offset, token_ends[end - 1] - offset)
+                found[sentence].append((*span, self._entry_of_key[key]))
+        text = doc.text if text is None else text
+        for first, end, spans in zip(first_tokens, end_tokens, found, strict=True):
+            yield MatchedSentence(text[token_starts[first] : token_ends[end - 1]], sorted(spans))
