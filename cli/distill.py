@@ -251,20 +251,18 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     Options typed again may change how the run goes (batch size, device), not its result: a
     changed result option or a changed corpus is refused, naming what differs.
     """
-    from roberta_static.engine.checkpoint import differences, load_checkpoint
+    from roberta_static.engine.checkpoint import check_resume, load_checkpoint
 
     saved = load_checkpoint(folder)
     config = make_config(**{**saved.config, **typed})
     paths = corpus or [Path(path) for path in saved.files]
     files = _corpus_files(paths)
-    found = differences(saved, config, files)
+    entries = None
     if vocab is not None:
         from roberta_static.text.vocab import Vocabulary
 
-        if Vocabulary.from_file(vocab, config.case).entries != saved.entries:
-            found.append(f"the vocabulary {vocab} differs from the checkpoint's")
-    if found:
-        raise ConfigError(f"{folder}: cannot resume: " + "; ".join(found))
+        entries = Vocabulary.from_file(vocab, config.case).entries
+    check_resume(saved, config, files, entries, f"the vocabulary {vocab}")
     check_readable(files)
     renamed = [
         f"{now} (was {before})"

@@ -6,7 +6,6 @@ objects, so tests and notebooks can pass a model they built.
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from collections.abc import Iterable
@@ -16,24 +15,22 @@ from typing import Any
 import numpy as np
 
 from .config import DistillConfig
-from .engine.checkpoint import Checkpoint
-from .engine.local import run_parallel
-from .engine.producer import Producer
-from .engine.ray.driver import check_cluster, run_ray
-from .engine.serial import SerialPass
-from .engine.state import PassState, contexts_allowed
+from .engine.base import Engine, Job
+from .engine.checkpoint import Checkpoint, check_resume
+from .engine.local import LocalEngine
+from .engine.ray.driver import RayEngine, check_cluster
+from .engine.serial import SerialEngine
 from .engine.stats import RunStats
 from .engine.step import add_batch
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .model.encoder import Encoder, free_memory, resolve_device
 from .model.loading import load_pretrained, model_fingerprint
-from .model.pooling import Accumulator, mean_vectors, output_dim
-from .model.threads import torch_threads
+from .model.pooling import Accumulator
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .stopping import Checkpointing
 from .text.corpus import Corpus, TextCorpus, check_readable
 from .text.segment import load_segmenter
-from .text.vocab import MatchedSentence, VocabMatcher, Vocabulary, vocabulary_stats
+from .text.vocab import MatchedSentence, Vocabulary, vocabulary_stats
 from .vectors.fill import mapped_fill, require_fittable
 from .vectors.postprocess import postprocess
 from .vectors.static import StaticVectors
@@ -75,8 +72,9 @@ def distill(
     if config is None:
         raise TypeError("distill() needs config=DistillConfig(model=...)")
     source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
-    if resume_from is not None and resume_from.shards is None:
-        check_serial_resume(config)
+    if resume_from is not None and isinstance(source, Corpus):
+        entries = vocabulary.entries if vocabulary is not None else None
+        check_resume(resume_from, config, source.files, entries)
     if config.engine == "ray":
         check_cluster(config)
     else:
@@ -141,14 +139,15 @@ def distill_from_model(
         )
     started = time.perf_counter()
     encoder = Encoder(model, tokenizer, config)
-    if config.pca is not None and config.pca > _dim(encoder, config):
+    if config.pca is not None and config.pca > encoder.output_dim(config.combine):
         raise ConfigError(
-            f"{config.pca} exceeds the vectors' width {_dim(encoder, config)}", field="pca"
+            f"{config.pca} exceeds the vectors' width {encoder.output_dim(config.combine)}",
+            field="pca",
         )
     nlp = load_segmenter(config.lang, config.spacy_model)
     report = progress or (lambda _: None)
     if resume_from is not None:
-        vocab = Vocabulary(resume_from.entries, config.case, **resume_from.stats["vocabulary"])
+        vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
     elif vocab is None:
         vocab = Vocabulary.from_corpus(
             nlp,
@@ -159,48 +158,19 @@ def distill_from_model(
         )
         if not vocab.entries:
             raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
-    report(_plan(len(vocab), _dim(encoder, config), encoder))
-    if config.engine == "ray":
-        if not isinstance(corpus, Corpus):
-            raise ConfigError(
-                "the Ray engine reads corpus files; texts in memory need engine='local'",
-                field="engine",
-            )
-        sums, counts, stats, seen = run_ray(
-            encoder, model, tokenizer, corpus, vocab, config, report, checkpointing, resume_from
+    job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
+    report(_plan(len(vocab), job.dim, encoder))
+    if config.engine == "ray" and not isinstance(corpus, Corpus):
+        raise ConfigError(
+            "the Ray engine reads corpus files; texts in memory need engine='local'",
+            field="engine",
         )
-        stats.entries = len(vocab)
-        means, counts = mean_vectors(sums, counts)
-    elif _parallel(config, corpus, resume_from):
-        encoders = [encoder] + [
-            Encoder(copy.deepcopy(model), tokenizer, config.replace(device=device))
-            for device in config.devices[1:]
-        ]
-        on_cpu = any(one.device.type == "cpu" for one in encoders)
-        with torch_threads(on_cpu, cores_taken=config.workers or 1):
-            sums, counts, stats, seen = run_parallel(
-                encoders, corpus, vocab, config, report, checkpointing, resume_from
-            )
-        stats.entries = len(vocab)
-        means, counts = mean_vectors(sums, counts)
-    else:
-        accumulator = Accumulator(len(vocab), _dim(encoder, config), encoder.device)
-        if resume_from is not None:
-            state = PassState.restore(resume_from, encoder, accumulator)
-        else:
-            state = PassState.fresh(len(vocab), config)
-        stats = state.stats
-        producer = Producer(
-            nlp, VocabMatcher(nlp, vocab), encoder.subwords, encoder.batch_tokens, corpus, config
-        )
-        # The producer thread runs at most a chunk ahead and then waits: on the CPU a real
-        # encoder needs every core (MiniLM on 2 cores: 1.6x slower with one torch thread).
-        with torch_threads(encoder.device.type == "cpu", cores_taken=0):
-            SerialPass(encoder, producer, accumulator, config, report).run(
-                state, checkpointing, vocab, started
-            )
-        means, counts = accumulator.means()
-        seen = state.remaining < contexts_allowed(config)
+    resumed = resume_from.state if resume_from is not None else None
+    state = engine_for(config, corpus).run(job, resumed, checkpointing, report)
+    means, counts = state.means(len(vocab))
+    seen = state.occurring(len(vocab))
+    stats = state.run_stats()
+    stats.entries = len(vocab)
     stats.vocabulary = vocabulary_stats(vocab)
     stats.paths_skipped = {str(path): why for path, why in corpus.skipped.items()}
     if stats.sentences == 0:
@@ -226,31 +196,6 @@ def distill_from_model(
     return postprocess(vectors, config.postprocessing)
 
 
-def check_serial_resume(config: DistillConfig) -> None:
-    """A checkpoint of a run in one process resumes in one process: refuse options that say not."""
-    if config.engine == "ray":
-        raise ConfigError(
-            "the checkpoint is of a run in one process; resume it with --engine local",
-            field="engine",
-        )
-    if (config.workers or 1) > 1 or len(config.devices) > 1:
-        raise ConfigError(
-            "the checkpoint is of a run in one process, and resumes in one process on one "
-            "device; leave out --workers and the device list",
-            field="workers" if (config.workers or 1) > 1 else "device",
-        )
-
-
-def _parallel(
-    config: DistillConfig, corpus: Corpus | TextCorpus, resume_from: Checkpoint | None
-) -> bool:
-    """Whether the pass runs in worker processes: several workers or encoders, over files."""
-    if resume_from is not None and resume_from.shards is not None:
-        return True
-    wanted = (config.workers or 1) > 1 or len(config.devices) > 1
-    return wanted and isinstance(corpus, Corpus) and resume_from is None
-
-
 def _plan(n_entries: int, dim: int, encoder: Encoder) -> Plan:
     """The accumulator's size; refused with advice when the device cannot hold it."""
     needed = Accumulator.bytes_needed(n_entries, dim)
@@ -273,7 +218,7 @@ def _decontextualized(
     Returns the vectors and whether each entry could be embedded: one longer than the model's
     input limit cannot, and its row is zero.
     """
-    accumulator = Accumulator(len(entry_ids), _dim(encoder, config), encoder.device)
+    accumulator = Accumulator(len(entry_ids), encoder.output_dim(config.combine), encoder.device)
     sentences = [
         MatchedSentence(vocab.entries[i], [(0, len(vocab.entries[i]), row)])
         for row, i in enumerate(entry_ids)
@@ -326,10 +271,6 @@ def decontextualized(
     return postprocess(result, config.postprocessing)
 
 
-def _dim(encoder: Encoder, config: DistillConfig) -> int:
-    return output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
-
-
 def _reporting(
     corpus: Corpus | TextCorpus,
     stage: str,
@@ -376,3 +317,16 @@ def _metadata(
         "stats": asdict(stats),
         "postprocessing": [],
     }
+
+
+def engine_for(config: DistillConfig, corpus: Corpus | TextCorpus) -> Engine:
+    """The engine ``config`` asks for: Ray, worker processes, or this process alone.
+
+    Texts in memory cannot be cut into shards: they run in this process.
+    """
+    if config.engine == "ray":
+        return RayEngine()
+    parallel = (config.workers or 1) > 1 or len(config.devices) > 1
+    if parallel and isinstance(corpus, Corpus):
+        return LocalEngine()
+    return SerialEngine()

@@ -1,10 +1,10 @@
-"""Checkpoints of a distillation run: accumulator state, input position, vocabulary, config.
+"""Checkpoints of a distillation run: the pass's state, and what a resume must find unchanged.
 
-Written into ``OUT/.checkpoint/`` under a temporary name and renamed into place, so a crash while
-writing keeps the previous checkpoint. Everything is numpy ``.npy``/``.npz`` (no pickle) and JSON.
-
-A run may stop between two batches of a chunk: the chunk's sentences have all been read and
-matched, so the checkpoint holds the position after the chunk and the batches not yet encoded.
+One writer and one reader for every engine: a checkpoint is a :class:`PassState` saved with the
+run's options, corpus identity and vocabulary, so any checkpoint resumes on any engine and any
+number of workers. Written into ``OUT/.checkpoint/`` under a temporary name and renamed into
+place, so a crash while writing keeps the previous checkpoint. Everything is numpy
+``.npy``/``.npz`` (no pickle) and JSON.
 """
 
 from __future__ import annotations
@@ -13,50 +13,52 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field, fields
+import time
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from ..atomic import missing_folders, remove_if_empty, write_failed
 from ..config import DistillConfig
-from ..errors import ConfigError
-from ..text.corpus import Position, corpus_identity
+from ..errors import ConfigError, Interrupted
+from ..stopping import Checkpointing, StopNow
+from ..text.corpus import Corpus, Position, corpus_identity
+from ..text.shards import Shard
 from ..vectors.static import META_FILE
+from .state import PassState, ShardState
+from .stats import RunStats
 
-if TYPE_CHECKING:  # batching imports spaCy, which the CLI loads only once the options passed
+if TYPE_CHECKING:  # batches come with the model side, which the CLI loads only once needed
     from ..model.batches import Batch
 
 CHECKPOINT_DIR = ".checkpoint"
-FORMAT = 2
-_ARRAYS = ("sums", "counts", "remaining")
+FORMAT = 3
 
 
 @dataclass
 class Checkpoint:
-    """Everything a run needs to continue exactly where it stopped.
+    """A pass's state with what a resume needs to continue it exactly.
 
-    ``files`` are the corpus files' absolute paths, so a run resumes from any folder; ``corpus``
-    identifies the part already read (see :func:`corpus_identity`); ``leftover`` holds the
-    batches of the last chunk not yet encoded. A parallel pass (``workers > 1``) saves instead
-    each shard's progress in ``shards`` and the occurrences each may still take per entry.
+    Attributes:
+        config: The run's options (``DistillConfig.to_dict``).
+        files: The corpus files' absolute paths, so a run resumes from any folder.
+        corpus: The identity of the part already read (see :func:`corpus_identity`).
+        entries: The vocabulary.
+        vocabulary: How the vocabulary was built (``vocabulary_stats``).
+        state: The pass's state.
+        folder: The output folder it was read from (``None`` before it is saved).
+
     """
 
     config: dict[str, Any]
     files: list[str]
     corpus: list[dict[str, Any]]
     entries: list[str]
-    position: Position
-    stats: dict[str, Any]
-    encode_stats: dict[str, int]
-    sums: np.ndarray
-    counts: np.ndarray
-    remaining: np.ndarray
-    leftover: list[Batch] = field(default_factory=list)
-    shards: list[dict[str, Any]] | None = None
-    shard_quota: np.ndarray | None = None
-    shard_remaining: np.ndarray | None = None
+    vocabulary: dict[str, int]
+    state: PassState
+    folder: Path | None = None
 
 
 def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
@@ -72,27 +74,7 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
         remove_if_empty(created)
         raise write_failed(folder / CHECKPOINT_DIR, error) from None
     try:
-        for name in _ARRAYS:
-            np.save(staging / f"{name}.npy", getattr(checkpoint, name), allow_pickle=False)
-        np.savez(staging / "leftover.npz", **_batch_arrays(checkpoint.leftover))
-        if checkpoint.shards is not None:
-            np.savez_compressed(
-                staging / "shards.npz",
-                quota=checkpoint.shard_quota,
-                remaining=checkpoint.shard_remaining,
-            )
-        state = {
-            "format": FORMAT,
-            **{
-                key: value
-                for key, value in asdict(checkpoint).items()
-                if key not in (*_ARRAYS, "entries", "leftover", "shard_quota", "shard_remaining")
-            },
-        }
-        (staging / "entries.txt").write_text(
-            "".join(f"{e}\n" for e in checkpoint.entries), encoding="utf-8"
-        )
-        (staging / "state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
+        _write(staging, checkpoint)
         target = folder / CHECKPOINT_DIR
         if target.exists():
             retired = Path(tempfile.mkdtemp(prefix=f"{CHECKPOINT_DIR}.old.", dir=folder))
@@ -108,6 +90,43 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
             raise write_failed(folder / CHECKPOINT_DIR, error) from None
         raise
     return target
+
+
+def _write(staging: Path, checkpoint: Checkpoint) -> None:
+    state = checkpoint.state
+    np.savez(staging / "sums.npz", rows=state.rows, sums=state.sums, counts=state.counts)
+    np.savez_compressed(
+        staging / "shards.npz",
+        quota=np.stack([shard.quota for shard in state.shards]),
+        remaining=np.stack([shard.remaining for shard in state.shards]),
+    )
+    leftover = [batch for shard in state.shards for batch in shard.leftover]
+    np.savez(staging / "leftover.npz", **_batch_arrays(leftover))
+    record = {
+        "format": FORMAT,
+        "config": checkpoint.config,
+        "files": checkpoint.files,
+        "corpus": checkpoint.corpus,
+        "vocabulary": checkpoint.vocabulary,
+        "stats": asdict(state.stats),
+        "shards": [_shard_record(shard) for shard in state.shards],
+    }
+    (staging / "entries.txt").write_text(
+        "".join(f"{e}\n" for e in checkpoint.entries), encoding="utf-8"
+    )
+    (staging / "state.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+
+
+def _shard_record(shard: ShardState) -> dict[str, Any]:
+    return {
+        "start": asdict(shard.shard.start),
+        "stop": asdict(shard.shard.stop),
+        "position": asdict(shard.position),
+        "done": shard.done,
+        "may_stop_early": shard.may_stop_early,
+        "stats": asdict(shard.stats),
+        "leftover": len(shard.leftover),
+    }
 
 
 def checkpoint_entries(folder: Path) -> tuple[str, ...] | None:
@@ -131,26 +150,51 @@ def load_checkpoint(folder: Path) -> Checkpoint:
             )
         target = previous[-1]
     try:
-        state = json.loads((target / "state.json").read_text(encoding="utf-8"))
-        if state.pop("format", 1) != FORMAT:
+        record = json.loads((target / "state.json").read_text(encoding="utf-8"))
+        if record.get("format", 1) != FORMAT:
             raise ConfigError(
-                f"{target}: written by an older roberta-static, which this one cannot resume; "
-                "start again with --overwrite"
+                f"{target}: written by an older roberta-static (checkpoint format "
+                f"{record.get('format', 1)}), which this one cannot resume; start again with "
+                "--overwrite"
             )
         entries = (target / "entries.txt").read_text(encoding="utf-8").split("\n")[:-1]
-        arrays = {name: np.load(target / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
-        with np.load(target / "leftover.npz", allow_pickle=False) as leftover:
-            batches = _batches(leftover)
-        if state.get("shards") is not None:
-            with np.load(target / "shards.npz", allow_pickle=False) as shards:
-                state["shard_quota"], state["shard_remaining"] = (
-                    shards["quota"],
-                    shards["remaining"],
-                )
-    except (OSError, ValueError, KeyError) as error:
+        state = _read_state(target, record)
+    except (OSError, ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
-    state["position"] = Position(**state["position"])
-    return Checkpoint(entries=entries, **state, **arrays, leftover=batches)
+    return Checkpoint(
+        record["config"],
+        record["files"],
+        record["corpus"],
+        entries,
+        record["vocabulary"],
+        state,
+        folder,
+    )
+
+
+def _read_state(target: Path, record: dict[str, Any]) -> PassState:
+    with np.load(target / "sums.npz", allow_pickle=False) as sums:
+        rows, summed, counts = sums["rows"], sums["sums"], sums["counts"]
+    with np.load(target / "shards.npz", allow_pickle=False) as shards:
+        quota, remaining = shards["quota"], shards["remaining"]
+    with np.load(target / "leftover.npz", allow_pickle=False) as arrays:
+        leftover = iter(_batches(arrays))
+    states = []
+    for number, item in enumerate(record["shards"]):
+        shard = Shard(Position(**item["start"]), Position(**item["stop"]))
+        states.append(
+            ShardState(
+                shard,
+                Position(**item["position"]),
+                remaining[number].copy(),
+                quota[number].copy(),
+                RunStats(**item["stats"]),
+                item["done"],
+                item["may_stop_early"],
+                [next(leftover) for _ in range(item["leftover"])],
+            )
+        )
+    return PassState(rows, summed, counts, RunStats(**record["stats"]), states)
 
 
 def _batch_arrays(batches: list[Batch]) -> dict[str, np.ndarray]:
@@ -171,6 +215,26 @@ def _batches(arrays: Any) -> list[Batch]:
     ]
 
 
+def check_resume(
+    checkpoint: Checkpoint,
+    config: DistillConfig,
+    files: list[Path],
+    entries: list[str] | None = None,
+    vocab_name: str = "the vocabulary",
+) -> None:
+    """Refuse to continue ``checkpoint`` with ``config`` over ``files``, naming what differs.
+
+    ``entries``: the vocabulary passed again, if any (it must be the checkpoint's), called
+    ``vocab_name`` in the message.
+    """
+    found = differences(checkpoint, config, files)
+    if entries is not None and list(entries) != checkpoint.entries:
+        found.append(f"{vocab_name} differs from the checkpoint's")
+    if found:
+        where = checkpoint.folder or "the checkpoint"
+        raise ConfigError(f"{where}: cannot resume: " + "; ".join(found))
+
+
 def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]) -> list[str]:
     """Why ``config`` over ``files`` cannot continue ``checkpoint``, one phrase each.
 
@@ -184,7 +248,7 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
             found.append(f"{key} was {saved.get(key)!r}, now {value!r}")
     if len(files) < len(checkpoint.corpus):
         return [*found, "the corpus files differ"]
-    now = corpus_identity(files, checkpoint.position)
+    now = corpus_identity(files, checkpoint.state.read_up_to(len(checkpoint.files)))
     for new, old in zip(now, checkpoint.corpus, strict=True):
         if {**new, "path": ""} == {**old, "path": ""}:
             continue
@@ -193,3 +257,81 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
         else:
             found.append(f"{new['path']} changed since the checkpoint (in the part already read)")
     return found
+
+
+class Saver:
+    """A pass's checkpoints: every ``every_seconds``, and when the run is asked to stop.
+
+    Args:
+        checkpointing: Where and when; ``None``: never.
+        config: The run's options.
+        corpus: The corpus files read (``None``: texts in memory, never saved).
+        entries: The vocabulary's entries and how it was built.
+        vocabulary: ``vocabulary_stats`` of the vocabulary.
+        seconds_before: Time the runs it resumes took.
+
+    """
+
+    def __init__(
+        self,
+        checkpointing: Checkpointing | None,
+        config: DistillConfig,
+        corpus: Corpus | None,
+        entries: list[str],
+        vocabulary: dict[str, int],
+        seconds_before: float = 0.0,
+    ) -> None:
+        self.checkpointing, self.config, self.corpus = checkpointing, config, corpus
+        self.entries, self.vocabulary = entries, vocabulary
+        self.seconds_before = seconds_before
+        self.started = self.last_saved = time.monotonic()
+
+    @property
+    def stop(self) -> Any:
+        """The event that asks the run to stop (``None`` without checkpointing)."""
+        return self.checkpointing.stop if self.checkpointing is not None else None
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the run was asked to stop."""
+        return self.stop is not None and self.stop.is_set()
+
+    def due(self) -> bool:
+        """Whether a periodic checkpoint is due."""
+        every = self.checkpointing.every_seconds if self.checkpointing is not None else 0
+        return bool(every) and time.monotonic() - self.last_saved >= every
+
+    def save(self, state: PassState) -> None:
+        """Write ``state`` as the checkpoint (its seconds: the runs before and this one)."""
+        if self.checkpointing is None or self.corpus is None:
+            return
+        state.stats.seconds = self.seconds_before + time.monotonic() - self.started
+        files = self.corpus.files
+        checkpoint = Checkpoint(
+            config=self.config.to_dict(),
+            files=[str(path.resolve()) for path in files],
+            corpus=corpus_identity(files, state.read_up_to(len(files))),
+            entries=self.entries,
+            vocabulary=self.vocabulary,
+            state=state,
+        )
+        save_checkpoint(self.checkpointing.folder, checkpoint)
+        self.checkpointing.written = True
+        self.last_saved = time.monotonic()
+
+    def stopped(self, state: PassState, summed_any: bool) -> NoReturn:
+        """End a stopped run: save ``state`` and raise :class:`Interrupted` saying how to resume.
+
+        Raises:
+            StopNow: This run summed nothing, so there is nothing new to save.
+            Interrupted: Saved.
+
+        """
+        if not summed_any or self.checkpointing is None:
+            raise StopNow
+        self.save(state)
+        folder = self.checkpointing.folder
+        raise Interrupted(
+            f"stopped; checkpoint in {folder / CHECKPOINT_DIR}; "
+            f"resume with: roberta-static distill --resume {folder}"
+        )

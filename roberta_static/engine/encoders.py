@@ -1,11 +1,11 @@
-"""The encoder side of the parallel pass: threads that sum the shards' chunks, and their ledger.
+"""The encoder side of a pass on this machine: threads summing the shards' chunks, and a ledger.
 
-Worker processes send each shard's chunks in order; one thread per encoder takes their batches
-from one queue (the model computes outside the GIL) and sums them into its accumulator. The
-ledger knows at every instant a state the pass can resume from: each shard's state after the
-last chunk it has begun to sum, with the batches of its chunks not summed yet (the serial pass's
-``leftover``). So a checkpoint needs no pause, and a stop drops the batches queued or in flight
-instead of waiting for them.
+Producers (a thread, or worker processes) send each shard's chunks in order; one thread per
+encoder takes their batches from one queue (the model computes outside the GIL) and sums them
+into its accumulator. The ledger knows at every instant a state the pass can resume from: each
+shard's state after the last chunk it has begun to sum, with the batches of its chunks not
+summed yet (its ``leftover``). So a checkpoint needs no pause, and a stop drops the batches
+queued or in flight instead of waiting for them.
 """
 
 from __future__ import annotations
@@ -15,49 +15,22 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 from torch import nn
 
 from ..config import DistillConfig
-from ..model.batches import Batch, EncodeStats
+from ..model.batches import Batch
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
 from ..progress import Work
-from ..text.shards import Shard
-from .producer import bytes_before
-from .state import PassState
+from .producer import Chunk
+from .state import ShardState
 from .stats import RunStats
-from .step import accumulate
+from .step import accumulate, encode
 
 _POLL_SECONDS = 0.1
 T = TypeVar("T")
-
-
-@dataclass
-class ShardState:
-    """A shard, the occurrences it may take per entry, and how far the pass has got in it.
-
-    ``leftover``: batches of the shard's chunks up to ``state`` that are not summed yet.
-    """
-
-    shard: Shard
-    state: PassState
-    encode_stats: EncodeStats
-    quota: np.ndarray
-    done: bool = False
-    may_stop_early: bool = True
-    leftover: list[Batch] = field(default_factory=list)
-
-    def bytes_done(self, files: list[Path]) -> int:
-        """Bytes of the shard read so far (a shard skipped, or not begun: 0)."""
-        start, end = self.shard.byte_range(files)
-        if self.done and not self.state.stats.stopped_early:
-            return end - start
-        at = bytes_before(files, self.state.position)
-        return min(max(0, at - start), end - start)
 
 
 @dataclass
@@ -70,11 +43,9 @@ class SentChunk:
     """
 
     shard: int
-    state: PassState
-    encode_stats: EncodeStats
+    state: ShardState
     batches: list[Batch]
     work: Work
-    last: bool = False
     kept: bool = False
     parts: list[Work] = field(init=False)
     added: list[bool] = field(init=False)
@@ -107,33 +78,23 @@ class Ledger:
         self.sent: list[list[SentChunk]] = [[] for _ in shard_states]
         self.sent_up_to = list(done)
         self.done = list(done)
+        self.summed = 0  # batches summed by this run
         self._check_idle()
 
     def resumed(self, shard: int, entry: ShardState) -> SentChunk:
         """The leftover batches a resumed shard holds, as the first chunk it sends."""
-        chunk = SentChunk(shard, entry.state, entry.encode_stats, entry.leftover, Work(), kept=True)
+        chunk = SentChunk(shard, entry.snapshot(), entry.leftover, Work(), kept=True)
         with self.lock:
             self._send(chunk)
         return chunk
 
-    def send(
-        self,
-        shard: int,
-        state: PassState,
-        encode_stats: EncodeStats,
-        batches: list[Batch],
-        end_bytes: int,
-        last: bool,
-    ) -> SentChunk:
-        """Record the next chunk of ``shard``, ending ``end_bytes`` into the shard."""
-        end = Work(end_bytes, state.stats.sentences)
+    def send(self, shard: int, chunk: Chunk) -> SentChunk:
+        """Record the next chunk of ``shard``."""
         with self.lock:
-            chunk = SentChunk(
-                shard, state, encode_stats, batches, end - self.sent_up_to[shard], last
-            )
-            self.sent_up_to[shard] = end
-            self._send(chunk)
-        return chunk
+            sent = SentChunk(shard, chunk.state, chunk.batches, chunk.end - self.sent_up_to[shard])
+            self.sent_up_to[shard] = chunk.end
+            self._send(sent)
+        return sent
 
     def _send(self, chunk: SentChunk) -> None:
         self.sent[chunk.shard].append(chunk)
@@ -151,6 +112,7 @@ class Ledger:
             if self.closed:
                 return False
             summing()
+            self.summed += 1
             chunk.added[number] = True
             self.done[chunk.shard] += chunk.parts[number]
             self._settle(chunk.shard)
@@ -161,12 +123,7 @@ class Ledger:
         chunks = self.sent[shard]
         while chunks and all(chunks[0].added):
             chunk = chunks.pop(0)
-            self.settled[shard] = replace(
-                self.settled[shard],
-                state=chunk.state,
-                encode_stats=chunk.encode_stats,
-                done=chunk.last,
-            )
+            self.settled[shard] = chunk.state
 
     def _check_idle(self) -> None:
         if any(self.sent):
@@ -200,13 +157,7 @@ class Ledger:
             for batch, added in zip(chunk.batches, chunk.added, strict=True)
             if not added
         ]
-        return replace(
-            self.settled[shard],
-            state=last.state,
-            encode_stats=last.encode_stats,
-            done=last.last,
-            leftover=leftover,
-        )
+        return replace(last.state, leftover=leftover)
 
     def close(self) -> None:
         """Sum nothing more: the batches in flight are dropped."""
@@ -267,8 +218,9 @@ class EncoderThreads:
             try:
                 if self.failure is None and not self.ledger.closed:
                     batch = chunk.batches[number]
-                    hidden = encoder.hidden_states(batch)
-                    summing = partial(accumulate, hidden, batch, accumulator, config, stats)
+                    counted = RunStats()
+                    hidden = encode(encoder, batch, counted)
+                    summing = partial(_sum, hidden, batch, accumulator, config, stats, counted)
                     self.ledger.add(chunk, number, summing)
             except _Dropped:
                 pass
@@ -316,6 +268,19 @@ class EncoderThreads:
     def _raise_failure(self) -> None:
         if self.failure is not None:
             raise self.failure
+
+
+def _sum(
+    hidden: Any,
+    batch: Batch,
+    accumulator: Accumulator,
+    config: DistillConfig,
+    stats: RunStats,
+    counted: RunStats,
+) -> None:
+    """Sum a batch and count it, in one step of the ledger (a snapshot sees both or neither)."""
+    accumulate(hidden, batch, accumulator, config, stats)
+    stats.batches_recomputed_float32 += counted.batches_recomputed_float32
 
 
 def _put(batches: queue.Queue, item: Any) -> bool:

@@ -3,46 +3,46 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..config import DistillConfig
 from ..model.batches import Batch, EncodeStats, make_batches
+from ..model.encoder import Encoder
 from ..model.subwords import SubwordEncoder
 from ..progress import Work
-from ..text.corpus import Corpus, Position, TextCorpus, is_compressed
-from ..text.segment import segment
-from ..text.vocab import MatchedSentence, VocabMatcher
-from .state import PassState
+from ..text.corpus import Corpus, Position, TextCorpus
+from ..text.segment import load_segmenter, segment
+from ..text.shards import Shard
+from ..text.vocab import MatchedSentence, VocabMatcher, Vocabulary
+from .state import ShardState
 from .stats import RunStats
 
 
 @dataclass
 class Chunk:
-    """Encoder batches of a chunk of sentences, and the state right after that chunk.
+    """Encoder batches of a chunk of sentences, and the shard's state right after that chunk.
 
-    ``end_bytes``: the corpus bytes up to the chunk's last unit (to the end of what was read,
+    ``end_bytes``: the shard's bytes up to the chunk's last unit (to the end of what was read,
     for the last chunk).
     """
 
     batches: list[Batch]
-    state: PassState
-    encode_stats: EncodeStats
+    state: ShardState
     end_bytes: int
 
     @property
     def end(self) -> Work:
-        """The bytes and sentences of the pass once this chunk is encoded."""
+        """The bytes and sentences of the shard once this chunk is summed."""
         return Work(self.end_bytes, self.state.stats.sentences)
 
 
 class Producer:
     """The CPU side of a pass: read units, segment, match, take contexts, tokenize, batch.
 
-    Runs in the serial pass's producer thread, or in a worker process over one shard.
+    Runs in a thread beside the encoder, in a worker process, or in a Ray task.
     """
 
     def __init__(
@@ -57,21 +57,20 @@ class Producer:
         self.nlp, self.matcher, self.subwords, self.corpus = nlp, matcher, subwords, corpus
         self.batch_tokens, self.config = batch_tokens, config
 
-    def chunks(
-        self, state: PassState, stop: Position | None = None, may_stop_early: bool = True
-    ) -> Iterator[Chunk]:
-        """Batches of the sentences that still hold an entry, a chunk at a time, to ``stop``.
+    def chunks(self, state: ShardState) -> Iterator[Chunk]:
+        """Batches of the sentences that still hold an entry, a chunk at a time, to the shard's end.
 
-        With ``max_contexts``, reading ends once no entry may take more, if ``may_stop_early``
-        (a shard before the one where the serial pass would end is read to its end). The last
-        chunk ends where reading ended, even without a sentence to encode.
+        ``state`` follows the reading in place. With ``max_contexts``, reading ends once no entry
+        may take more, if the shard ``may_stop_early`` (a shard before the one where a pass in one
+        process would end is read to its end). The last chunk ends where reading ended, even
+        without a sentence to encode, and its state is ``done``.
         """
         stats, remaining = state.stats, state.remaining
         pending: list[MatchedSentence] = []
-        position, end_bytes = state.position, 0
+        end_bytes = 0
         marks = _Marks(self.corpus, stats)
-        for doc, mark in segment(self.nlp, marks.units(state.position, stop)):
-            position, end_bytes = mark.position, mark.bytes_read
+        for doc, mark in segment(self.nlp, marks.units(state.position, state.shard.stop)):
+            state.position, end_bytes = mark.position, mark.bytes_read
             marks.count_up_to(mark)
             for sentence in self.matcher(doc, mark.text):
                 stats.sentences += 1
@@ -80,37 +79,83 @@ class Producer:
                     pending.append(MatchedSentence(sentence.text, kept))
                 else:
                     stats.sentences_without_entries += 1
-            if self.config.max_contexts and may_stop_early and not remaining.any():
+            if self.config.max_contexts and state.may_stop_early and not remaining.any():
                 stats.stopped_early = True
                 break
             if len(pending) >= self.config.chunk_sentences:
-                yield self._chunk(pending, position, remaining, stats, end_bytes)
+                yield self._chunk(pending, state, end_bytes)
                 pending = []
         else:
             marks.count_all()
             end_bytes = self.corpus.bytes_read
-        yield self._chunk(pending, position, remaining, stats, end_bytes)
+        state.done = True
+        yield self._chunk(pending, state, end_bytes)
 
-    def _chunk(
-        self,
-        pending: list[MatchedSentence],
-        position: Position,
-        remaining: np.ndarray,
-        stats: RunStats,
-        end_bytes: int,
-    ) -> Chunk:
+    def count(self, shard: Shard, entries: int) -> np.ndarray:
+        """Occurrences of each entry in ``shard`` (matching only: no tokenizing)."""
+        counts = np.zeros(entries, dtype=np.int64)
+        units = ((text, text) for text, _ in self.corpus.units(shard.start, shard.stop))
+        for doc, text in segment(self.nlp, units):
+            for sentence in self.matcher(doc, text):
+                for span in sentence.spans:
+                    counts[span[2]] += 1
+        return counts
+
+    def _chunk(self, pending: list[MatchedSentence], state: ShardState, end_bytes: int) -> Chunk:
+        self.subwords.stats = EncodeStats()
         inputs = self.subwords.encode(pending)
+        state.stats.add(self.subwords.stats)
         batches = list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
-        snapshot = PassState(position, remaining.copy(), replace(stats))
-        return Chunk(batches, snapshot, replace(self.subwords.stats), end_bytes)
+        return Chunk(batches, state.snapshot(), self._into_shard(state.shard, end_bytes))
+
+    def _into_shard(self, shard: Shard, end_bytes: int) -> int:
+        """Corpus bytes as bytes into ``shard``: the reader's buffer runs past a shard's end."""
+        files = getattr(self.corpus, "files", [])
+        if not files:  # texts in memory: their size is known only as they are read
+            return end_bytes
+        start, end = shard.byte_range(files)
+        return min(max(0, end_bytes - start), end - start)
 
 
-def bytes_before(files: list[Path], position: Position) -> int:
-    """Corpus bytes before ``position`` (inside a compressed file: before the file)."""
-    done = sum(path.stat().st_size for path in files[: position.file])
-    if position.file < len(files) and not is_compressed(files[position.file]):
-        done += position.offset
-    return done
+@dataclass(frozen=True)
+class ProducerSetup:
+    """What another process needs to build the same producer (sent once, picklable)."""
+
+    files: list[str]
+    entries: list[str]
+    tokenizer_json: str
+    max_length: int
+    pad_id: int
+    batch_tokens: int
+    config: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls, encoder: Encoder, corpus: Corpus, vocab: Vocabulary, config: DistillConfig
+    ) -> ProducerSetup:
+        """The setup of producers feeding ``encoder`` (same tokenizer, input limit and budget)."""
+        return cls(
+            files=[str(path) for path in corpus.files],
+            entries=list(vocab.entries),
+            tokenizer_json=encoder.subwords.backend_json(),
+            max_length=encoder.max_length,
+            pad_id=encoder.subwords.pad_id,
+            batch_tokens=encoder.batch_tokens,
+            config=config.to_dict(),
+        )
+
+    def producer(self) -> Producer:
+        """The CPU side over this corpus: segmenter, matcher, subword encoder."""
+        from tokenizers import Tokenizer
+
+        config = DistillConfig(**self.config)
+        nlp = load_segmenter(config.lang, config.spacy_model)
+        matcher = VocabMatcher(nlp, Vocabulary(self.entries, config.case))
+        subwords = SubwordEncoder(
+            Tokenizer.from_str(self.tokenizer_json), self.max_length, self.pad_id
+        )
+        corpus = Corpus(self.files, config.text_field)
+        return Producer(nlp, matcher, subwords, self.batch_tokens, corpus, config)
 
 
 def take_contexts(

@@ -1,189 +1,104 @@
-"""The serial pass: one producer thread prepares chunks of batches, the encoder consumes them."""
+"""The serial engine: the CPU side in a thread of this process, one encoder.
+
+The producer thread runs a chunk or two ahead of the encoder and then waits: on the CPU a real
+encoder needs every core (MiniLM on 2 cores: 1.6x slower with one torch thread), and the encoder
+releases the GIL while it computes, so segmentation, matching and tokenization of the next chunk
+overlap with the model's work on the current one.
+"""
 
 from __future__ import annotations
 
-import itertools
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, replace
-from typing import NoReturn
+import queue
+import threading
+from typing import Any
 
-from ..config import DistillConfig
-from ..errors import Interrupted
-from ..model.batches import Batch
-from ..model.encoder import Encoder
-from ..model.pooling import Accumulator
-from ..progress import PassStart, ProgressCallback, Work
-from ..stopping import Checkpointing, StopNow
-from ..text.corpus import corpus_identity
-from ..text.vocab import Vocabulary, vocabulary_stats
-from .checkpoint import CHECKPOINT_DIR, Checkpoint, save_checkpoint
-from .prefetch import prefetch
-from .producer import Chunk, Producer, bytes_before
+from ..model.threads import torch_threads
+from ..progress import ProgressCallback
+from ..stopping import Checkpointing
+from .base import Job
+from .feeding import FedPass, Message, raise_failure, serve
+from .producer import Producer
+from .sharding import whole_corpus
 from .state import PassState
-from .stats import RunStats
-from .step import accumulate
+
+_POLL_SECONDS = 0.1
+_CHUNKS_AHEAD = 2
 
 
-class SerialPass:
-    """The pass over the corpus: a producer thread prepares chunks, the encoder consumes them."""
-
-    def __init__(
-        self,
-        encoder: Encoder,
-        producer: Producer,
-        accumulator: Accumulator,
-        config: DistillConfig,
-        report: ProgressCallback,
-    ) -> None:
-        self.encoder, self.producer, self.corpus = encoder, producer, producer.corpus
-        self.accumulator, self.config, self.report = accumulator, config, report
+class SerialEngine:
+    """A pass in this process: one shard after another, in corpus order."""
 
     def run(
         self,
-        state: PassState,
-        checkpointing: Checkpointing | None,
-        vocab: Vocabulary,
-        started: float,
-    ) -> None:
-        """Encode and accumulate every chunk; with ``checkpointing``, save between batches.
+        job: Job,
+        resume: PassState | None,
+        stopping: Checkpointing | None,
+        progress: ProgressCallback,
+    ) -> PassState:
+        """See :class:`~.base.Engine`."""
+        entries = len(job.vocab)
+        state = resume or PassState.empty(job.dim, [whole_corpus(job.corpus, entries, job.config)])
+        saver = job.saver(stopping, resume)
+        if stopping is not None:
+            stopping.nothing_to_lose = False  # from here a stop saves the work done
+        on_cpu = job.encoder.device.type == "cpu"
+        with torch_threads(on_cpu, cores_taken=0), ThreadFeeder(job.producer(), entries) as feeder:
+            return FedPass(job, [job.encoder], feeder, progress, saver).run(state)
 
-        Progress follows the batches encoded: each adds its share of its chunk's bytes.
-        """
-        stats = state.stats
-        saver = _Saver(self, checkpointing, vocab, state.seconds_before, started)
-        start = PassStart(
-            self.corpus.total_bytes,
-            Work(bytes_before(self.corpus.files, state.position), stats.sentences),
-            stats.tokens,
+
+class ThreadFeeder:
+    """Shard tasks run in order by one thread of this process, at most a few chunks ahead.
+
+    Once closed, the thread stops after the chunk in hand, and nobody waits for it.
+    """
+
+    def __init__(self, producer: Producer, entries: int) -> None:
+        self.producer, self.entries = producer, entries
+        self.tasks: queue.Queue[Message | None] = queue.Queue()
+        self.results: queue.Queue[Message] = queue.Queue(maxsize=_CHUNKS_AHEAD)
+        self.closed = threading.Event()
+        self.thread = threading.Thread(
+            target=self._main, name="roberta-static-producer", daemon=True
         )
-        chunks: Iterator[Chunk] = prefetch(self.producer.chunks(state))
-        if state.leftover:
-            resumed = Chunk(
-                state.leftover,
-                replace(state, stats=replace(stats)),
-                self.encoder.subwords.stats,
-                start.done.bytes,
-            )
-            chunks = itertools.chain([resumed], chunks)
-        done_chunk: Chunk | None = None
-        done = start.done
-        self.report(start.progress(done, stats.tokens))
-        while True:
+
+    def __enter__(self) -> ThreadFeeder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.closed.set()
+        self.tasks.put(None)
+
+    def submit(self, task: Message) -> None:
+        """Queue a task."""
+        self.tasks.put(task)
+
+    def receive(self, stop: Any) -> Message | None:
+        """The next message; None when ``stop`` is set first. A task's error is raised here."""
+        while stop is None or not stop.is_set():
             try:
-                # Waiting for the producer may be cut short too: the chunks before are all done.
-                with saver.computing():
-                    chunk = next(chunks, None)
-            except StopNow:
-                saver.stop_now(done_chunk, [], stats)
-            if chunk is None:
-                break
-            parts = (chunk.end - done).split([batch.real_tokens for batch in chunk.batches])
-            for number, (batch, part) in enumerate(zip(chunk.batches, parts, strict=True)):
-                try:
-                    with saver.computing():
-                        hidden = self.encoder.hidden_states(batch)
-                except StopNow:
-                    saver.stop_now(chunk, chunk.batches[number:], stats)
-                accumulate(hidden, batch, self.accumulator, self.config, stats)
-                done += part
-                self.report(start.progress(done, stats.tokens))
-                saver.after_batch(chunk, chunk.batches[number + 1 :], stats)
-            done, done_chunk = chunk.end, chunk
-        self.report(start.progress(done, stats.tokens))
-        stats.add_encode_stats(self.encoder.subwords.stats)
-        stats.batches_recomputed_float32 = self.encoder.float32_recomputes
+                return raise_failure(self.results.get(timeout=_POLL_SECONDS))
+            except queue.Empty:
+                if not self.thread.is_alive():
+                    raise RuntimeError("the producer thread ended without a result") from None
+        return None
+
+    def _main(self) -> None:
+        while not self.closed.is_set() and (task := self.tasks.get()) is not None:
+            try:
+                serve(self.producer, self.entries, task, self._send)
+            except _Closed:
+                return
+
+    def _send(self, message: Message) -> None:
+        while not self.closed.is_set():
+            try:
+                self.results.put(message, timeout=_POLL_SECONDS)
+                return
+            except queue.Full:
+                continue
+        raise _Closed
 
 
-class _Saver:
-    """Checkpoints between batches: every ``every_seconds``, and when asked to stop."""
-
-    def __init__(
-        self,
-        pass_: SerialPass,
-        checkpointing: Checkpointing | None,
-        vocab: Vocabulary,
-        seconds_before: float,
-        started: float,
-    ) -> None:
-        self.pass_, self.checkpointing, self.vocab = pass_, checkpointing, vocab
-        self.seconds_before, self.started = seconds_before, started
-        self.last_saved = time.monotonic()
-        self.added_any = False
-
-    @contextmanager
-    def computing(self) -> Iterator[None]:
-        """Around the encoder's work on a batch: a stop may cut it short (see ``stop_now``)."""
-        if self.checkpointing is None:
-            yield
-            return
-        with self.checkpointing.computing():
-            yield
-
-    def after_batch(self, chunk: Chunk, leftover: list[Batch], stats: RunStats) -> None:
-        """Save when due or stopping; on a stop, raise :class:`Interrupted` once saved."""
-        self.added_any = True
-        checkpointing = self.checkpointing
-        if checkpointing is None:
-            return
-        stop = checkpointing.stop is not None and checkpointing.stop.is_set()
-        every = checkpointing.every_seconds
-        if not stop and not (every and time.monotonic() - self.last_saved >= every):
-            return
-        self._save(checkpointing, chunk, leftover, stats)
-        self.last_saved = time.monotonic()
-        if stop:
-            raise stopped(checkpointing)
-
-    def stop_now(self, chunk: Chunk | None, leftover: list[Batch], stats: RunStats) -> NoReturn:
-        """A stop cut a batch short: save with that batch still to do, unless nothing was added.
-
-        Raises:
-            StopNow: This run added no batch, so there is nothing new to save.
-            Interrupted: Saved.
-
-        """
-        if chunk is None or not self.added_any or self.checkpointing is None:
-            raise StopNow
-        self._save(self.checkpointing, chunk, leftover, stats)
-        raise stopped(self.checkpointing)
-
-    def _save(
-        self, checkpointing: Checkpointing, chunk: Chunk, leftover: list[Batch], stats: RunStats
-    ) -> None:
-        pass_ = self.pass_
-        # Producer-side counters come from the chunk's snapshot; the encoder's from the live stats.
-        saved_stats = replace(
-            chunk.state.stats,
-            tokens=stats.tokens,
-            padded_tokens=stats.padded_tokens,
-            batches_recomputed_float32=pass_.encoder.float32_recomputes,
-            seconds=self.seconds_before + time.perf_counter() - self.started,
-        )
-        position = chunk.state.position
-        save_checkpoint(
-            checkpointing.folder,
-            Checkpoint(
-                config=pass_.config.to_dict(),
-                files=[str(path.resolve()) for path in pass_.corpus.files],
-                corpus=corpus_identity(pass_.corpus.files, position),
-                entries=list(self.vocab.entries),
-                position=position,
-                stats=asdict(replace(saved_stats, vocabulary=vocabulary_stats(self.vocab))),
-                encode_stats=asdict(chunk.encode_stats),
-                sums=pass_.accumulator.sums.cpu().numpy(),
-                counts=pass_.accumulator.counts.cpu().numpy(),
-                remaining=chunk.state.remaining,
-                leftover=leftover,
-            ),
-        )
-        checkpointing.written = True
-
-
-def stopped(checkpointing: Checkpointing) -> Interrupted:
-    """The error a stopped run ends with, once its checkpoint is saved."""
-    return Interrupted(
-        f"stopped; checkpoint in {checkpointing.folder / CHECKPOINT_DIR}; "
-        f"resume with: roberta-static distill --resume {checkpointing.folder}"
-    )
+class _Closed(BaseException):  # noqa: N818 (a signal through serve, which catches Exception)
+    """The feeder was closed while its thread waited to hand over a message."""

@@ -1,4 +1,10 @@
-"""Shards' quotas: ``max_contexts`` keeps meaning the first N occurrences in corpus order."""
+"""The shards of a pass and their quotas: ``max_contexts`` keeps meaning the first N occurrences.
+
+Across shards read at the same time, "the first N occurrences in corpus order" needs each shard's
+occurrences per entry first (a matching-only pass): shard ``i`` may then take
+``clamp(N - earlier shards' count, 0, ...)`` of each. That pass segments the corpus a second time
+(about 1.6x the CPU work); ``max_contexts=0`` skips it.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,16 @@ from collections.abc import Callable
 import numpy as np
 
 from ..config import DistillConfig
-from ..model.batches import EncodeStats
-from ..text.shards import Shard
-from .encoders import ShardState
-from .state import PassState, contexts_allowed
-from .stats import RunStats
+from ..text.corpus import START, Corpus, Position, TextCorpus
+from ..text.shards import Shard, plan_shards
+from .state import ShardState, contexts_allowed
+
+
+def whole_corpus(corpus: Corpus | TextCorpus, entries: int, config: DistillConfig) -> ShardState:
+    """The corpus as one shard, read from the start in one process."""
+    files = getattr(corpus, "files", [])
+    shard = Shard(START, Position(len(files), 0, 1, 0))
+    return ShardState.fresh(shard, np.full(entries, contexts_allowed(config)))
 
 
 def quotas(counts: np.ndarray, max_contexts: int) -> np.ndarray:
@@ -30,27 +41,22 @@ def quotas(counts: np.ndarray, max_contexts: int) -> np.ndarray:
     return np.clip(max_contexts - before, 0, counts)
 
 
-def occurring(shard_states: list[ShardState]) -> np.ndarray:
-    """Which entries occur in the shards read (whether or not the encoder could read them)."""
-    taken = np.sum([entry.quota - entry.state.remaining for entry in shard_states], axis=0)
-    return taken > 0
-
-
 def fresh_shards(
-    shards: list[Shard],
+    corpus: Corpus,
     entries: int,
     config: DistillConfig,
     count: Callable[[list[Shard]], np.ndarray],
 ) -> list[ShardState]:
-    """The shards' states before the pass; with ``max_contexts``, ``count`` gives the quotas.
+    """The corpus's shards before the pass; with ``max_contexts``, ``count`` gives the quotas.
 
     ``count(shards)`` returns ``[shards, entries]`` occurrences; it is called only when quotas
     are needed, without the last shard.
 
-    The serial pass reads until every entry has its ``max_contexts``: a shard after that point is
-    never read, the shard holding it stops there, and every shard before it is read to its end
-    (it counts sentences, even where it may take no occurrence).
+    A pass in one process reads until every entry has its ``max_contexts``: a shard after that
+    point is never read, the shard holding it stops there, and every shard before it is read to
+    its end (it counts sentences, even where it may take no occurrence).
     """
+    shards = plan_shards(corpus.files)
     limit = config.max_contexts
     allowed = np.full((len(shards), entries), contexts_allowed(config))
     may_stop_early = [True] * len(shards)
@@ -64,10 +70,7 @@ def fresh_shards(
         # Where every entry has its N, the serial pass stops: in that shard, and before the next.
         saturated = (total >= limit).all(axis=1).tolist() + [True]
         may_stop_early, skipped = saturated, [False, *saturated[:-1]]
-    states = []
-    for index, (shard, quota) in enumerate(zip(shards, allowed.astype(np.int64), strict=True)):
-        stats = RunStats(stopped_early=skipped[index])
-        state = PassState(shard.start, quota.copy(), stats)
-        early = may_stop_early[index]
-        states.append(ShardState(shard, state, EncodeStats(), quota, skipped[index], early))
-    return states
+    return [
+        ShardState.fresh(shard, quota, early, skip)
+        for shard, quota, early, skip in zip(shards, allowed, may_stop_early, skipped, strict=True)
+    ]

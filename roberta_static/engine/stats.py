@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..model.batches import EncodeStats
-
 
 @dataclass
 class RunStats:
@@ -58,10 +56,7 @@ class RunStats:
                 setattr(merged, item.name, [value for part in values for value in part])
         return merged
 
-    def add_encode_stats(self, encode: EncodeStats) -> None:
-        """Take the encoding step's counters."""
-        self.sentences_encoded = encode.sentences_encoded
-        self.windows = encode.windows
-        self.split_sentences = encode.split_sentences
-        self.occurrences_without_subwords = encode.occurrences_without_subwords
-        self.occurrences_too_long = encode.occurrences_too_long
+    def add(self, counters: Any) -> None:
+        """Add the counters of a dataclass whose fields this one has too (the subword encoder's)."""
+        for item in fields(counters):
+            setattr(self, item.name, getattr(self, item.name) + getattr(counters, item.name))

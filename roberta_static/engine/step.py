@@ -1,10 +1,8 @@
-"""One batch through the encoder into the sums, and its tokens counted."""
+"""One batch through the encoder into the sums, with the encoder side's counters."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
 
 from ..config import DistillConfig
 from ..model.batches import Batch
@@ -13,18 +11,12 @@ from ..model.pooling import Accumulator
 from .stats import RunStats
 
 
-def torch_from(array: np.ndarray, like: Any) -> Any:
-    """A numpy array as a tensor on the device of ``like``."""
-    import torch
-
-    return torch.from_numpy(array).to(like.device)
-
-
-def add_batch(
-    encoder: Encoder, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
-) -> None:
-    """Run the encoder on one batch and accumulate its occurrences."""
-    accumulate(encoder.hidden_states(batch), batch, accumulator, config, stats)
+def encode(encoder: Encoder, batch: Batch, stats: RunStats) -> Any:
+    """The batch's hidden states; a batch the encoder ran again in float32 is counted."""
+    before = encoder.float32_recomputes
+    hidden = encoder.hidden_states(batch)
+    stats.batches_recomputed_float32 += encoder.float32_recomputes - before
+    return hidden
 
 
 def accumulate(
@@ -34,3 +26,10 @@ def accumulate(
     accumulator.add(hidden, batch, config.pool, config.combine)
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
+
+
+def add_batch(
+    encoder: Encoder, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
+) -> None:
+    """Run the encoder on one batch and accumulate its occurrences."""
+    accumulate(encode(encoder, batch, stats), batch, accumulator, config, stats)

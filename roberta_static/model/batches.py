@@ -6,7 +6,7 @@ Plain data and numpy only, so worker processes, checkpoints and Ray send them ch
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,11 +58,6 @@ class EncodeStats:
     split_sentences: int = 0
     occurrences_without_subwords: int = 0
     occurrences_too_long: int = 0
-
-    @classmethod
-    def merged(cls, parts: list[EncodeStats]) -> EncodeStats:
-        """The counters of several parts of one pass added up."""
-        return cls(*(sum(getattr(p, f.name) for p in parts) for f in fields(cls)))
 
 
 def make_batches(

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import ALL_LAYERS, DistillConfig, Layers
+from ..config import ALL_LAYERS, Combine, DistillConfig, Layers
 from ..errors import ConfigError, ModelLoadError
 from .batches import Batch, EncoderInput, make_batches
 from .subwords import SubwordEncoder
@@ -50,6 +50,10 @@ class Encoder:
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
         self.float32_recomputes = 0
+
+    def output_dim(self, combine: Combine) -> int:
+        """Width of a static vector from this encoder's layers, combined by ``combine``."""
+        return output_dim(self.hidden_size, len(self.layers), combine)
 
     def batches(self, inputs: Sequence[EncoderInput]) -> list[Batch]:
         """The inputs as padded batches within this encoder's token budget."""
@@ -231,3 +235,8 @@ def _copy_module(module: nn.Module) -> nn.Module:
     clone = copy.copy(module)
     clone._modules = dict(module._modules)
     return clone
+
+
+def output_dim(hidden_size: int, n_layers: int, combine: Combine) -> int:
+    """Width of a static vector."""
+    return hidden_size * n_layers if combine == "concat" else hidden_size

@@ -55,11 +55,6 @@ def combine_layers(pooled: torch.Tensor, combine: Combine) -> torch.Tensor:
     return pooled.permute(1, 0, 2).reshape(pooled.shape[1], -1)
 
 
-def output_dim(hidden_size: int, n_layers: int, combine: Combine) -> int:
-    """Width of a static vector."""
-    return hidden_size * n_layers if combine == "concat" else hidden_size
-
-
 class Accumulator:
     """Running sums and counts of occurrence vectors per entry.
 
@@ -82,6 +77,11 @@ class Accumulator:
     def bytes_needed(n_entries: int, dim: int) -> int:
         """Memory of the float64 sums and int64 counts of ``n_entries`` vectors of width ``dim``."""
         return n_entries * (dim * 8 + 8)
+
+    def restore(self, sums: np.ndarray, counts: np.ndarray) -> None:
+        """Go on from saved ``[entries, dim]`` sums and ``[entries]`` counts."""
+        self.sums.copy_(torch.from_numpy(sums).to(self.sums.device))
+        self.counts.copy_(torch.from_numpy(counts).to(self.counts.device))
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         """The sums (float64) and counts, as numpy: a value that adds up across accumulators."""

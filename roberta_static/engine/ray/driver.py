@@ -22,9 +22,8 @@ import logging
 import queue
 import socket
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -34,19 +33,16 @@ import numpy as np
 
 from ...config import DistillConfig
 from ...errors import ConfigError, Interrupted, RobertaStaticError, install_hint
-from ...model.encoder import Encoder
-from ...model.pooling import output_dim
 from ...progress import PassStart, ProgressCallback, Work
-from ...stopping import Checkpointing, StopNow
-from ...text.corpus import Corpus
-from ...text.shards import Shard, plan_shards
-from ...text.vocab import Vocabulary
-from ..checkpoint import Checkpoint
-from ..encoders import ShardState
-from ..local import WorkerSetup, load_shards, merged_stats, save_shards, worker_failure
-from ..sharding import fresh_shards, occurring
-from ..stats import RunStats
-from .remote import EncoderActor, ShardEnd, ShardSums, count_shard, model_parts, produce_shard
+from ...stopping import Checkpointing
+from ...text.shards import Shard
+from ..base import Job
+from ..checkpoint import Saver
+from ..feeding import worker_failure
+from ..producer import ProducerSetup
+from ..sharding import fresh_shards
+from ..state import PassState, ShardState
+from .remote import EncoderActor, ShardEnd, count_shard, model_parts, produce_shard
 
 _POLL_SECONDS = 0.1
 _CONNECT_SECONDS = 5
@@ -74,23 +70,18 @@ class RayPass:
     def __init__(
         self,
         ray: Any,
-        encoder: Encoder,
-        model: Any,
-        tokenizer: Any,
-        corpus: Corpus,
-        vocab: Vocabulary,
-        config: DistillConfig,
+        job: Job,
         report: ProgressCallback,
     ) -> None:
-        self.ray, self.corpus, self.vocab, self.config = ray, corpus, vocab, config
-        self.report = report
+        config = job.config
+        self.ray, self.corpus, self.config, self.report = ray, job.corpus, config, report
         self.run_id = uuid.uuid4().hex
-        self.setup = ray.put(WorkerSetup.of(encoder, corpus, vocab, config))
+        self.setup = ray.put(ProducerSetup.of(job.encoder, job.corpus, job.vocab, config))
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))
         on_gpu = gpus > 0 and config.device != "cpu"
         self.slots = config.workers or max(1, int(resources.get("CPU", 1)))
-        self.model = ray.put((*model_parts(model), tokenizer))
+        self.model = ray.put((*model_parts(job.model), job.tokenizer))
         actor = ray.remote(EncoderActor)
         options = {
             # Encoders reserve no CPU: the cluster's CPUs go to the shard tasks feeding them.
@@ -101,7 +92,7 @@ class RayPass:
         }
         self.actors = [
             actor.options(name=f"roberta-static-{self.run_id}-encoder-{i}", **options).remote(
-                [self.model], config, len(vocab), "cuda" if on_gpu else "cpu"
+                [self.model], config, len(job.vocab), "cuda" if on_gpu else "cpu"
             )
             for i in range(config.encoders or (gpus if on_gpu else 1))
         ]
@@ -125,39 +116,25 @@ class RayPass:
                 )
         return np.stack(self._get(refs))
 
-    def run(
-        self,
-        shard_states: list[ShardState],
-        merged: _Merged,
-        checkpointing: Checkpointing | None,
-        save: Callable[[list[ShardState]], None],
-    ) -> None:
-        """Run every unfinished shard, merging each into ``merged`` in shard order.
+    def run(self, state: PassState, saver: Saver, stopping: Checkpointing | None) -> PassState:
+        """Run every unfinished shard, merging each into the state in shard order.
 
-        With ``checkpointing``, ``save(states)`` checkpoints (``merged`` then holds the sums of
-        the states that are done) now and then, and when asked to stop; before the first shard
-        is merged, a stop loses nothing and ends the run at once.
+        Saves now and then, and when asked to stop; before the first shard is merged, a stop
+        loses nothing and ends the run at once.
         """
-        stop = checkpointing.stop if checkpointing is not None else None
-        every_seconds = checkpointing.every_seconds if checkpointing is not None else 0.0
-        order = [
-            index for index, entry in enumerate(shard_states) if not entry.done or entry.leftover
-        ]
-        finished: dict[int, tuple[ShardState, ShardSums]] = {}
-        progress = _Progress(
-            [
-                Work(entry.bytes_done(self.corpus.files), entry.state.stats.sentences)
-                for entry in shard_states
-            ],
-            merged.stats.tokens,
-        )
+        shards = list(state.shards)
+        merged = replace(state, shards=[])
+        order = [index for index, shard in enumerate(shards) if shard.pending]
+        finished: dict[int, tuple[ShardState, PassState]] = {}
+        files = self.corpus.files
+        progress = _Progress([shard.work(files) for shard in shards], merged.stats.tokens)
         start = PassStart(self.corpus.total_bytes, progress.total(), progress.tokens)
         self.report(start.progress(progress.total(), progress.tokens))
-        saved_at = time.monotonic()
+        merged_any = False
         pool = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
         try:
             futures: dict[Future, int] = {
-                pool.submit(self._shard, index, shard_states[index]): index for index in order
+                pool.submit(self._shard, index, shards[index]): index for index in order
             }
             while futures:
                 done, _ = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
@@ -166,28 +143,23 @@ class RayPass:
                     finished[index] = future.result()
                 while order and order[0] in finished:
                     index = order.pop(0)
-                    shard_states[index], sums = finished.pop(index)
-                    merged.add(sums)
-                    if checkpointing is not None:
-                        checkpointing.nothing_to_lose = False
+                    shards[index], part = finished.pop(index)
+                    merged, merged_any = merged.merge(part), True
+                    if stopping is not None:
+                        stopping.nothing_to_lose = False
                 self._report(progress, start)
-                stopping = stop is not None and stop.is_set()
-                if stopping and checkpointing is not None and checkpointing.nothing_to_lose:
-                    raise StopNow  # asked to stop before the first merge: nothing to save
-                due = every_seconds and time.monotonic() - saved_at >= every_seconds
-                # Before the first merge there is nothing to save (a stop then ends the run
-                # at once, with nothing written).
-                worth_saving = checkpointing is not None and not checkpointing.nothing_to_lose
-                if worth_saving and (stopping or due):
-                    # A shard finished before an earlier one is not merged yet: its state is
-                    # still the one it started from, and so it is saved.
-                    save(shard_states)
-                    saved_at = time.monotonic()
+                # A shard finished before an earlier one is not merged yet: its state is still
+                # the one it started from, and so it is saved.
+                if saver.stopping:
+                    saver.stopped(replace(merged, shards=shards), merged_any)
+                if merged_any and saver.due():
+                    saver.save(replace(merged, shards=shards))
         finally:
             self.cancelled.set()
             # Wait for the shard threads: each sees ``cancelled`` within a poll. One still in a
             # Ray call when the cluster shuts down makes Ray end the whole process.
             pool.shutdown(wait=True, cancel_futures=True)
+        return replace(merged, shards=shards)
 
     def _report(self, progress: _Progress, start: PassStart) -> None:
         while True:
@@ -200,7 +172,7 @@ class RayPass:
                 progress.done[index] = done
         self.report(start.progress(progress.total(), progress.tokens))
 
-    def _shard(self, index: int, entry: ShardState) -> tuple[ShardState, ShardSums]:
+    def _shard(self, index: int, entry: ShardState) -> tuple[ShardState, PassState]:
         """One shard through its task and an actor; its state and sums once complete."""
         with self.lock:
             which = int(np.argmin(self.load))
@@ -214,10 +186,7 @@ class RayPass:
         finally:
             with self.lock:
                 self.load[which] -= 1
-        state = replace(
-            entry, state=end.state, encode_stats=end.encode_stats, done=True, leftover=[]
-        )
-        return state, sums
+        return end.state, sums
 
     def _chunks(self, index: int, entry: ShardState, actor: Any) -> tuple[ShardEnd, list[Any]]:
         """Have ``actor`` add the shard's chunks as its task makes them, once each is added.
@@ -236,10 +205,9 @@ class RayPass:
 
         if entry.leftover:
             add(self.ray.put(entry.leftover), None)
-        item = ShardEnd(entry.state, entry.encode_stats)  # a shard done but for its leftover
+        item = ShardEnd(entry.snapshot())  # a shard done but for its leftover
         if not entry.done:
-            task = (entry.shard, entry.state, entry.encode_stats, entry.may_stop_early)
-            chunks = self.produce_task.remote(self.run_id, self.setup, *task)
+            chunks = self.produce_task.remote(self.run_id, self.setup, entry.snapshot())
             try:
                 while not isinstance(item := self._get([self._next(chunks)])[0], ShardEnd):
                     add(self._next(chunks), Work(item.bytes_done, item.sentences))
@@ -250,7 +218,7 @@ class RayPass:
             self._added(index, ref, done)
         return item, payloads
 
-    def _finish(self, actor: Any, index: int, chunks: int) -> ShardSums | list[int]:
+    def _finish(self, actor: Any, index: int, chunks: int) -> PassState | list[int]:
         return self._get([actor.finish.remote(index, chunks)])[0]
 
     def _added(self, index: int, ref: Any, done: Work | None) -> None:
@@ -293,72 +261,26 @@ class _Progress:
         return sum(self.done, Work())
 
 
-class _Merged:
-    """Sums, counts and encoder counters of the shards merged so far (float64, in order)."""
+class RayEngine:
+    """A pass on a Ray cluster: shard tasks feed encoder actors, shards merge in order."""
 
-    def __init__(self, entries: int, dim: int, resume_from: Checkpoint | None) -> None:
-        self.sums = np.zeros((entries, dim))
-        self.counts = np.zeros(entries, dtype=np.int64)
-        self.stats = RunStats()
-        if resume_from is not None:
-            self.sums += resume_from.sums
-            self.counts += resume_from.counts
-            for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
-                setattr(self.stats, name, resume_from.stats[name])
-
-    def add(self, part: ShardSums) -> None:
-        self.sums[part.rows] += part.sums
-        self.counts[part.rows] += part.counts
-        self.stats.tokens += part.stats.tokens
-        self.stats.padded_tokens += part.stats.padded_tokens
-        self.stats.batches_recomputed_float32 += part.stats.batches_recomputed_float32
-
-    def result(self, shard_states: list[ShardState]) -> RunStats:
-        """The statistics of ``shard_states`` with the encoders' counters."""
-        stats = merged_stats(shard_states)
-        for name in ("tokens", "padded_tokens", "batches_recomputed_float32", "seconds"):
-            setattr(stats, name, getattr(self.stats, name))
-        return stats
-
-
-def run_ray(
-    encoder: Encoder,
-    model: Any,
-    tokenizer: Any,
-    corpus: Corpus,
-    vocab: Vocabulary,
-    config: DistillConfig,
-    report: ProgressCallback,
-    checkpointing: Checkpointing | None,
-    resume_from: Checkpoint | None,
-) -> tuple[np.ndarray, np.ndarray, RunStats, np.ndarray]:
-    """The pass on a Ray cluster, from the start or from a (parallel) checkpoint.
-
-    Returns:
-        Summed vectors (float64), counts, merged statistics, and which entries occur at all.
-
-    """
-    ray = check_cluster(config)
-    stop = checkpointing.stop if checkpointing is not None else None
-    dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
-    merged = _Merged(len(vocab), dim, resume_from)
-    started = time.perf_counter()
-    with _cluster(ray, config.ray_address, checkpointing):
-        pass_ = RayPass(ray, encoder, model, tokenizer, corpus, vocab, config, report)
-        if resume_from is not None:
-            shard_states = load_shards(resume_from)
-        else:
-            count = lambda first: pass_.count(first, stop)  # noqa: E731
-            shard_states = fresh_shards(plan_shards(corpus.files), len(vocab), config, count)
-
-        def save(states: list[ShardState]) -> None:
-            stats = merged.result(states)
-            stats.seconds += time.perf_counter() - started
-            result = (merged.sums, merged.counts, stats)
-            save_shards(checkpointing, config, corpus, vocab, states, result)
-
-        pass_.run(shard_states, merged, checkpointing, save)
-    return merged.sums, merged.counts, merged.result(shard_states), occurring(shard_states)
+    def run(
+        self,
+        job: Job,
+        resume: PassState | None,
+        stopping: Checkpointing | None,
+        progress: ProgressCallback,
+    ) -> PassState:
+        """See :class:`~..base.Engine`."""
+        ray = check_cluster(job.config)
+        saver = job.saver(stopping, resume)
+        with _cluster(ray, job.config.ray_address, stopping):
+            pass_ = RayPass(ray, job, progress)
+            if resume is None:
+                count = lambda first: pass_.count(first, saver.stop)  # noqa: E731
+                shards = fresh_shards(job.corpus, len(job.vocab), job.config, count)
+                resume = PassState.empty(job.dim, shards)
+            return pass_.run(resume, saver, stopping)
 
 
 @contextmanager

@@ -8,20 +8,20 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from ...config import DistillConfig
 from ...errors import RobertaStaticError
-from ...model.batches import Batch, EncodeStats
+from ...model.batches import Batch
 from ...model.encoder import Encoder
-from ...model.pooling import Accumulator, output_dim
+from ...model.pooling import Accumulator
 from ...text.shards import Shard
-from ..local import WorkerSetup, count_occurrences, shard_chunks, worker_failure
-from ..producer import Producer
-from ..state import PassState
+from ..feeding import worker_failure
+from ..producer import Producer, ProducerSetup
+from ..state import PassState, ShardState
 from ..stats import RunStats
 from ..step import add_batch
 
@@ -38,25 +38,14 @@ class ChunkHeader:
 class ShardEnd:
     """Yielded last: the shard's final state."""
 
-    state: PassState
-    encode_stats: EncodeStats
-
-
-@dataclass
-class ShardSums:
-    """One shard's contribution: sums and counts of the entries it holds, encoder counters."""
-
-    rows: np.ndarray
-    sums: np.ndarray
-    counts: np.ndarray
-    stats: RunStats
+    state: ShardState
 
 
 # Worker side: Ray reuses worker processes, so a producer is built once per run and process.
 _producers: dict[str, Producer] = {}
 
 
-def _producer(run: str, setup: WorkerSetup) -> Producer:
+def _producer(run: str, setup: ProducerSetup) -> Producer:
     if run not in _producers:
         # A shard task holds one CPU: Ray sets OMP_NUM_THREADS to 1, and the subword tokenizer
         # must not spread a batch over every core either. (A runtime_env would say the same, at
@@ -67,29 +56,23 @@ def _producer(run: str, setup: WorkerSetup) -> Producer:
     return _producers[run]
 
 
-def count_shard(run: str, setup: WorkerSetup, shard: Shard) -> np.ndarray:
+def count_shard(run: str, setup: ProducerSetup, shard: Shard) -> np.ndarray:
     """A Ray task: occurrences of each entry in one shard (for the quotas)."""
     with _one_line_errors():
-        return count_occurrences(_producer(run, setup), shard, len(setup.entries))
+        return _producer(run, setup).count(shard, len(setup.entries))
 
 
 def produce_shard(
-    run: str,
-    setup: WorkerSetup,
-    shard: Shard,
-    state: PassState,
-    encode_stats: EncodeStats,
-    may_stop_early: bool,
+    run: str, setup: ProducerSetup, state: ShardState
 ) -> Iterator[ChunkHeader | list[Batch] | ShardEnd]:
     """A Ray generator task: each chunk's header, then its batches; the shard's end last."""
     # Arguments from Ray's object store are read-only; the pass counts contexts down in place.
-    state = replace(state, remaining=state.remaining.copy())
+    state = state.snapshot()
     with _one_line_errors():
-        producer = _producer(run, setup)
-        for chunk, bytes_done in shard_chunks(producer, shard, state, encode_stats, may_stop_early):
-            yield ChunkHeader(bytes_done, chunk.state.stats.sentences)
+        for chunk in _producer(run, setup).chunks(state):
+            yield ChunkHeader(chunk.end_bytes, chunk.state.stats.sentences)
             yield chunk.batches
-        yield ShardEnd(state, replace(producer.subwords.stats))
+        yield ShardEnd(state)
 
 
 @contextmanager
@@ -124,7 +107,7 @@ class EncoderActor:
         *parts, tokenizer = ray.get(model[0])
         self.encoder = Encoder(_rebuilt(*parts), tokenizer, self.config)
         self.entries = entries
-        self.dim = output_dim(self.encoder.hidden_size, len(self.encoder.layers), config.combine)
+        self.dim = self.encoder.output_dim(config.combine)
         self.partial: dict[int, _Partial] = {}
 
     def add(self, shard: int, number: int, batches: list[Batch]) -> int:
@@ -136,16 +119,15 @@ class EncoderActor:
             )
         if number in part.chunks:
             return 0
-        tokens, recomputes = part.stats.tokens, self.encoder.float32_recomputes
+        tokens = part.stats.tokens
         for batch in batches:
             # Arrays from the object store are read-only, and torch warns about such arrays.
             batch = Batch(*(np.array(getattr(batch, f.name)) for f in fields(Batch)))
             add_batch(self.encoder, batch, part.accumulator, self.config, part.stats)
-        part.stats.batches_recomputed_float32 += self.encoder.float32_recomputes - recomputes
         part.chunks.add(number)
         return part.stats.tokens - tokens
 
-    def finish(self, shard: int, chunks: int) -> ShardSums | list[int]:
+    def finish(self, shard: int, chunks: int) -> PassState | list[int]:
         """The shard's sums once all ``chunks`` are added, else the numbers of those missing."""
         part = self.partial.get(shard)
         missing = sorted(set(range(chunks)) - (part.chunks if part else set()))
@@ -153,11 +135,8 @@ class EncoderActor:
             return missing
         self.partial.pop(shard, None)
         if part is None:  # a shard without any sentence to encode
-            empty = np.zeros(0, dtype=np.int64)
-            return ShardSums(empty, np.zeros((0, self.dim)), empty, RunStats())
-        sums, counts = part.accumulator.state()
-        rows = np.flatnonzero(counts)
-        return ShardSums(rows, sums[rows], counts[rows], part.stats)
+            return PassState.empty(self.dim)
+        return PassState.of_sums(*part.accumulator.state(), part.stats)
 
 
 def model_parts(model: Any) -> tuple[type, Any, dict[str, Any]]:

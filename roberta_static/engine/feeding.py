@@ -1,0 +1,172 @@
+"""A pass on this machine: a feeder reads the shards, encoder threads sum their batches.
+
+The feeder runs the CPU side (:class:`~.producer.Producer`) over shard tasks: in a thread of this
+process (the serial engine) or in worker processes (the local engine). Either way it answers
+each task with messages, and the pass hands each shard's chunks to the encoder threads and the
+ledger (:mod:`.encoders`), which knows at every instant a state to save. Sums live on the
+encoders' devices, in float64, one accumulator per encoder, merged in a fixed order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import CorpusError, Interrupted, RobertaStaticError
+from ..model.encoder import Encoder
+from ..model.pooling import Accumulator
+from ..progress import PassStart, ProgressCallback
+from ..text.shards import Shard
+from .base import Job
+from .checkpoint import Saver
+from .encoders import EncoderThreads, Ledger
+from .producer import Producer
+from .state import PassState
+from .stats import RunStats
+
+Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error", shard index, payload)
+
+
+class Feeder(Protocol):
+    """Runs shard tasks: ``("count", index, Shard)`` or ``("encode", index, ShardState)``."""
+
+    def submit(self, task: Message) -> None:
+        """Queue a task."""
+
+    def receive(self, stop: Any) -> Message | None:
+        """The next message; None when ``stop`` is set first. A task's error is raised here."""
+
+
+def serve(producer: Producer, entries: int, task: Message, send: Callable[[Message], Any]) -> None:
+    """Run one task, sending its messages: the counts, or each chunk (the last one ``done``)."""
+    kind, index, payload = task
+    try:
+        if kind == "count":
+            send(("counted", index, producer.count(payload, entries)))
+        else:
+            for chunk in producer.chunks(payload):
+                send(("chunk", index, chunk))
+    except RobertaStaticError as error:
+        send(("error", index, error))
+    except Exception as error:  # noqa: BLE001 (reaches the user as one line)
+        send(("error", index, worker_failure(error)))
+
+
+def worker_failure(error: BaseException) -> CorpusError:
+    """An unexpected error in the CPU side, as the one-line error the user sees."""
+    return CorpusError(f"worker failed: {type(error).__name__}: {error}")
+
+
+def raise_failure(message: Message) -> Message:
+    """The message, unless it carries a task's error, which is raised."""
+    if message[0] == "error":
+        raise message[2]
+    return message
+
+
+class FedPass:
+    """The pass over a state's shards, fed by ``feeder``, summed by ``encoders``."""
+
+    def __init__(
+        self,
+        job: Job,
+        encoders: list[Encoder],
+        feeder: Feeder,
+        report: ProgressCallback,
+        saver: Saver,
+    ) -> None:
+        self.job, self.encoders, self.feeder = job, encoders, feeder
+        self.report, self.saver = report, saver
+        self.accumulators = [Accumulator(len(job.vocab), job.dim, e.device) for e in encoders]
+        self.encoder_stats = [RunStats() for _ in encoders]
+
+    def count(self, shards: list[Shard]) -> np.ndarray:
+        """``[shards, entries]`` occurrences of each entry in each shard (for the quotas)."""
+        counts = np.zeros((len(shards), len(self.job.vocab)), dtype=np.int64)
+        for index, shard in enumerate(shards):
+            self.feeder.submit(("count", index, shard))
+        for _ in shards:
+            message = self.feeder.receive(self.saver.stop)
+            if message is None:
+                raise Interrupted(
+                    "stopped while counting occurrences per shard, before any vector was "
+                    "computed; nothing was saved"
+                )
+            _, index, found = message
+            counts[index] = found
+        return counts
+
+    def run(self, state: PassState) -> PassState:
+        """Run every shard of ``state`` to its end; the state then.
+
+        Saves now and then without pausing anything, and when asked to stop: the batches
+        queued or in flight are then dropped (they wait in the checkpoint) and
+        :class:`Interrupted` is raised once saved.
+        """
+        self._restore(state)
+        files = getattr(self.job.corpus, "files", [])
+        ledger = Ledger(state.shards, [shard.work(files) for shard in state.shards])
+        start = PassStart(self.job.corpus.total_bytes, ledger.total(), self._tokens())
+        encoding = EncoderThreads(
+            self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger
+        )
+        try:
+            self.report(start.progress(ledger.total(), self._tokens()))
+            if not self._feed(state, ledger, encoding, start):
+                self.saver.stopped(self._snapshot(ledger), ledger.summed > 0)
+            return self._snapshot(ledger)
+        finally:
+            encoding.close()
+
+    def _restore(self, state: PassState) -> None:
+        """The resumed sums and encoder counters go to the first encoder."""
+        self.accumulators[0].restore(*state.dense(len(self.job.vocab)))
+        self.encoder_stats[0] = RunStats.merged([state.stats])
+
+    def _feed(
+        self, state: PassState, ledger: Ledger, encoding: EncoderThreads, start: PassStart
+    ) -> bool:
+        """Send the shards to the feeder and their batches to the encoders until all are summed.
+
+        Returns False when a stop comes first.
+        """
+        stop = self.saver.stop
+        open_shards = set()
+        for index, shard in enumerate(state.shards):
+            if shard.leftover and not encoding.put(ledger.resumed(index, shard), stop):
+                return False
+            if not shard.done:
+                self.feeder.submit(("encode", index, shard.snapshot()))
+                open_shards.add(index)
+        while open_shards:
+            message = self.feeder.receive(stop)
+            if message is None:
+                return False
+            _, index, chunk = message
+            if chunk.state.done:
+                open_shards.discard(index)
+            if not encoding.put(ledger.send(index, chunk), stop):
+                return False
+            self.report(start.progress(ledger.total(), self._tokens()))
+            if self.saver.due():
+                self.saver.save(self._snapshot(ledger))
+        done = encoding.wait(stop)
+        self.report(start.progress(ledger.total(), self._tokens()))
+        return done
+
+    def _tokens(self) -> int:
+        return sum(stats.tokens for stats in self.encoder_stats)
+
+    def _snapshot(self, ledger: Ledger) -> PassState:
+        """The state of this instant (see :meth:`Ledger.snapshot`)."""
+        shards, (sums, counts, stats) = ledger.snapshot(lambda _: self._sums())
+        return PassState.of_sums(sums, counts, stats, shards)
+
+    def _sums(self) -> tuple[np.ndarray, np.ndarray, RunStats]:
+        """Sums, counts and encoder counters, merged in a fixed order (encoder by encoder)."""
+        states = [accumulator.state() for accumulator in self.accumulators]
+        sums = np.sum([sums for sums, _ in states], axis=0)
+        counts = np.sum([counts for _, counts in states], axis=0)
+        return sums, counts, RunStats.merged(self.encoder_stats)
