@@ -139,7 +139,7 @@ def test_a_cached_hub_model_loads_without_network(roberta_dir, tmp_path):
     def load(model: str) -> tuple[subprocess.CompletedProcess, float]:
         code = (
             "from roberta_static.config import DistillConfig\n"
-            "from roberta_static.model.encoder import load_pretrained, model_fingerprint\n"
+            "from roberta_static.model.loading import load_pretrained, model_fingerprint\n"
             f"model, _ = load_pretrained(DistillConfig(model={model!r}))\n"
             f"print(model.config.num_hidden_layers, model_fingerprint({model!r}, model))\n"
         )
