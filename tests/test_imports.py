@@ -115,59 +115,23 @@ def import_graph() -> Graph:
     return Graph(modules, edges, outside)
 
 
-def _cycle_through(start: str, edges: dict[str, dict[str, int]], within: set[str]) -> list[str]:
-    """A shortest cycle from ``start`` back to it, through the modules ``within`` only."""
-    came_from: dict[str, str] = {}
+def _cycle_through(start: str, edges: dict[str, dict[str, int]]) -> list[str]:
+    """A shortest cycle from ``start`` back to it (``[]`` when there is none)."""
+    came_from: dict[str, str] = {}  # each module reached, and the module it was reached from
     frontier = [start]
-    while frontier:
+    while frontier and start not in came_from:
         following = []
         for module in frontier:
-            if start in edges[module]:
-                path = [module]
-                while path[-1] != start:
-                    path.append(came_from[path[-1]])
-                return [*path[::-1], start]
-            for target in sorted(edges[module]):
-                if target in within and target not in came_from and target != start:
-                    came_from[target] = module
-                    following.append(target)
+            for target in sorted(edges[module].keys() - came_from.keys()):
+                came_from[target] = module
+                following.append(target)
         frontier = following
-    raise AssertionError(f"no cycle through {start}")  # a component of 2+ modules always has one
-
-
-def _strongly_connected(edges: dict[str, dict[str, int]]) -> list[set[str]]:
-    """Tarjan's strongly connected components with more than one module."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[set[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        on_stack.add(module)
-        for target in edges[module]:
-            if target not in index:
-                visit(target)
-                low[module] = min(low[module], low[target])
-            elif target in on_stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
-            component = set()
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.add(member)
-                if member == module:
-                    break
-            if len(component) > 1:
-                found.append(component)
-
-    for module in sorted(edges):
-        if module not in index:
-            visit(module)
-    return found
+    if start not in came_from:
+        return []
+    path = [start, came_from[start]]
+    while path[-1] != start:
+        path.append(came_from[path[-1]])
+    return path[::-1]
 
 
 def _describe(cycle: list[str], graph: Graph) -> str:
@@ -180,13 +144,13 @@ def _describe(cycle: list[str], graph: Graph) -> str:
 
 
 def cycles(graph: Graph) -> list[list[str]]:
-    """A shortest cycle through each module that is on one (each cycle once)."""
+    """A shortest cycle through each module that is on one, each cycle once."""
     found = set()
-    for component in _strongly_connected(graph.edges):
-        for module in component:
-            cycle = _cycle_through(module, graph.edges, component)[:-1]
-            first = cycle.index(min(cycle))  # the same cycle from another module: the same tuple
-            found.add((*cycle[first:], *cycle[:first], min(cycle)))
+    for module in graph.edges:
+        cycle = _cycle_through(module, graph.edges)[:-1]
+        if cycle:
+            first = cycle.index(min(cycle))  # the same cycle found from another module: same tuple
+            found.add((*cycle[first:], *cycle[:first], cycle[first]))
     return sorted(map(list, found))
 
 
