@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -157,8 +158,6 @@ def run_original(
     (word, sentence), batch size 1, float32; the word's subwords averaged over the chosen layers
     summed; the sentence vectors averaged. Returns seconds, forward passes, discarded sentences.
     """
-    import re
-
     from transformers import AutoModel, AutoTokenizer
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -169,29 +168,40 @@ def run_original(
     passes = discarded = 0
     start = time.perf_counter()
     for word in words:
-        pattern = re.compile(rf"(?<!\w){re.escape(word.lower())}(?!\w)")
         vectors = []
-        for sentence, low in zip(sentences, lowered, strict=True):
-            match = pattern.search(low)
-            if match is None:
-                continue
+        for sentence, match in sentences_with(word, sentences, lowered):
             encoding = tokenizer(sentence, return_offsets_mapping=True, return_tensors="pt")
             if encoding["input_ids"].shape[1] > 512:
                 discarded += 1
                 continue
-            offsets = encoding.pop("offset_mapping")[0].to(device)
-            with torch.no_grad():
-                states = model(**encoding.to(device), output_hidden_states=True).hidden_states
+            vector = word_vector(model, encoding, match, layers, device)
             passes += 1
-            summed = torch.stack([states[layer][0] for layer in layers]).sum(0)
-            inside = (offsets[:, 0] < match.end()) & (offsets[:, 1] > match.start())
-            if inside.any():
-                vectors.append(summed[inside].mean(0))
+            if vector is not None:
+                vectors.append(vector)
             if len(vectors) >= 2000:
                 break
         if vectors:
             torch.stack(vectors).mean(0)
     return time.perf_counter() - start, passes, discarded
+
+
+def sentences_with(word: str, sentences: list[str], lowered: list[str]):
+    """Each sentence holding ``word`` as a whole word (lower-cased match), with the match."""
+    pattern = re.compile(rf"(?<!\w){re.escape(word.lower())}(?!\w)")
+    for sentence, low in zip(sentences, lowered, strict=True):
+        match = pattern.search(low)
+        if match is not None:
+            yield sentence, match
+
+
+def word_vector(model, encoding, match, layers: tuple[int, ...], device: str):
+    """One forward pass: the matched word's subwords averaged over the chosen layers summed."""
+    offsets = encoding.pop("offset_mapping")[0].to(device)
+    with torch.no_grad():
+        states = model(**encoding.to(device), output_hidden_states=True).hidden_states
+    summed = torch.stack([states[layer][0] for layer in layers]).sum(0)
+    inside = (offsets[:, 0] < match.end()) & (offsets[:, 1] > match.start())
+    return summed[inside].mean(0) if inside.any() else None
 
 
 def corpus_lines(corpus: str | None) -> list[str]:

@@ -9,8 +9,8 @@ import typer
 
 from roberta_static.errors import ConfigError, Interrupted
 from roberta_static.finetune.config import BATCH_SIZE, MINIMUMS, FinetuneConfig
-from roberta_static.finetune.run import FINETUNE_FILE, RUN_DIR, StopRequest
-from roberta_static.stopping import StopNow
+from roberta_static.finetune.run import FINETUNE_FILE, RUN_DIR
+from roberta_static.stopping import StopNow, StopRequest
 
 from ._util import Flag, Opt, flag, one_line_errors, require_inputs, stop_on_signals, typed_by_user
 from .options import (

@@ -18,8 +18,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from roberta_static.finetune.run import FinetuneProgress
-from roberta_static.progress import Plan
+from roberta_static.progress import FinetuneProgress, Plan
 from roberta_static.progress import Progress as Report
 
 

@@ -90,28 +90,32 @@ def parse_layers(spec: str | int | Iterable[int]) -> Layers:
         return (spec,)
     if not isinstance(spec, str):
         return tuple(int(i) for i in spec)
-    layers: list[int] = []
-    for item in spec.replace(" ", "").split(","):
-        match = _LAYER_ITEM.match(item)
-        if not match:
-            raise ConfigError(
-                f"cannot read {item!r} in {spec!r}; expected indices and ranges like '1-4,-1'",
-                field="layers",
-            )
-        bounds = [bound for bound in match.groups() if bound is not None]
-        if any(bound.startswith("-") and int(bound) == 0 for bound in bounds):
-            raise ConfigError(
-                f"-0 in {spec!r} is ambiguous; write 0 for the embedding output or -1 for the "
-                "top layer",
-                field="layers",
-            )
-        start, end = int(bounds[0]), int(bounds[-1])
-        if (start < 0) != (end < 0) or end < start:
-            raise ConfigError(
-                f"range {item!r} must go upwards within one sign, like '1-4'", field="layers"
-            )
-        layers.extend(range(start, end + 1))
-    return tuple(layers)
+    return tuple(
+        layer for item in spec.replace(" ", "").split(",") for layer in _item_layers(item, spec)
+    )
+
+
+def _item_layers(item: str, spec: str) -> range:
+    """The layers of one item of ``spec``: an index (``-1``) or a range (``1-4``)."""
+    match = _LAYER_ITEM.match(item)
+    if not match:
+        raise ConfigError(
+            f"cannot read {item!r} in {spec!r}; expected indices and ranges like '1-4,-1'",
+            field="layers",
+        )
+    bounds = [bound for bound in match.groups() if bound is not None]
+    if any(bound.startswith("-") and int(bound) == 0 for bound in bounds):
+        raise ConfigError(
+            f"-0 in {spec!r} is ambiguous; write 0 for the embedding output or -1 for the "
+            "top layer",
+            field="layers",
+        )
+    start, end = int(bounds[0]), int(bounds[-1])
+    if (start < 0) != (end < 0) or end < start:
+        raise ConfigError(
+            f"range {item!r} must go upwards within one sign, like '1-4'", field="layers"
+        )
+    return range(start, end + 1)
 
 
 @dataclass(frozen=True)

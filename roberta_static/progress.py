@@ -38,6 +38,16 @@ class Progress:
         return self.bytes_done
 
 
+@dataclass
+class FinetuneProgress:
+    """One report of a running fine-tuning: steps done of ``total_steps``, last loss, tokens."""
+
+    step: int
+    total_steps: int
+    loss: float | None
+    tokens: int
+
+
 @dataclass(frozen=True)
 class Work:
     """Input that encoder work stands for: corpus bytes and sentences."""

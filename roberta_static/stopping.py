@@ -77,3 +77,24 @@ class Checkpointing:
             yield
         finally:
             self.nothing_to_lose = False
+
+
+class StopRequest(threading.Event):
+    """The ``stop`` of :func:`~roberta_static.finetune.run.finetune` that a signal handler may call.
+
+    ``set()`` (from any thread) saves a checkpoint after the current step. A signal handler calls
+    :meth:`request_stop` instead (as ``distill``'s ``Checkpointing`` has it): before training
+    begins, while the model loads and the first perplexity is measured, stopping loses nothing,
+    so it raises :class:`StopNow` there and then.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nothing_to_lose = True
+
+    def request_stop(self) -> None:
+        """Ask the run to stop; call it from the main thread's signal handler."""
+        self.set()
+        if self.nothing_to_lose:
+            self.nothing_to_lose = False  # a second request waits for the first to finish
+            raise StopNow

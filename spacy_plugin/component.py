@@ -26,9 +26,7 @@ from thinc.api import Config
 
 from roberta_static.errors import ConfigError
 
-# make_roberta_static is re-exported for entry points that still name this module: metadata
-# written by an earlier install (a stale roberta_static.egg-info in a checkout) outlives upgrades.
-from .factories import CasePolicy, Mode, make_roberta_static
+from .settings import CasePolicy, Mode
 from .tables import (
     VectorSource,
     build_table,
@@ -39,7 +37,7 @@ from .tables import (
     with_attr,
 )
 
-__all__ = ["RobertaStaticVectors", "make_roberta_static"]
+__all__ = ["RobertaStaticVectors"]
 
 
 class RobertaStaticVectors:

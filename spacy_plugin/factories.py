@@ -2,32 +2,20 @@
 
 spaCy imports every ``spacy_factories`` entry point whenever it builds a pipeline, even
 ``spacy.blank("en")``, so an error raised while importing this module would break all spaCy use
-wherever this package is installed. It therefore imports nothing but spaCy; the component loads
-when one is first made, and a problem there is reported by ``add_pipe("roberta_static")``.
+wherever this package is installed. It therefore imports nothing but spaCy and the settings
+(a leaf); the component loads when one is first made, and a problem there is reported by
+``add_pipe("roberta_static")``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Config
 
-Mode = Literal["replace", "add"]
-CasePolicy = Literal["auto", "lower", "keep"]
-
-DEFAULT_CONFIG_STR = """
-[roberta_static]
-vectors = null
-mode = "replace"
-case = "auto"
-allow_pickle = false
-replace_trained_vectors = false
-"""
-DEFAULT_CONFIG = Config().from_str(DEFAULT_CONFIG_STR)["roberta_static"]
+from .settings import DEFAULT_CONFIG, CasePolicy, Mode
 
 
 # spaCy checks the config against these annotations, and silently checks nothing when one does

@@ -10,12 +10,7 @@ from collections.abc import Callable
 from spacy.language import Language
 
 from .component import RobertaStaticVectors
-
-# create_vectors_loader is re-exported for entry points that still name this module (see
-# component.py).
-from .factories import CasePolicy, Mode, create_vectors_loader
-
-__all__ = ["create_vectors_loader", "vectors_loader"]
+from .settings import CasePolicy, Mode
 
 
 def vectors_loader(

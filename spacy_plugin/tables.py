@@ -15,7 +15,7 @@ from spacy.vectors import Vectors
 from roberta_static.errors import ConfigError, VectorsError
 from roberta_static.vectors.static import StaticVectors, guess_case
 
-from .factories import CasePolicy
+from .settings import CasePolicy
 
 
 @dataclass

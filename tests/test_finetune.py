@@ -25,8 +25,9 @@ from roberta_static.finetune.data import (
     masking_collator,
     special_tokens,
 )
-from roberta_static.finetune.run import FINETUNE_FILE, FinetuneProgress, finetune
+from roberta_static.finetune.run import FINETUNE_FILE, finetune
 from roberta_static.finetune.training import SECONDS_FILE
+from roberta_static.progress import FinetuneProgress
 
 FAST = {"device": "cpu", "batch_size": 4, "learning_rate": 2e-3, "eval_fraction": 0.2}
 
@@ -96,7 +97,7 @@ _LOAD_BOTH = """
 import sys
 from roberta_static import DistillConfig
 from roberta_static.cli import app
-from roberta_static.model.encoder import load_pretrained
+from roberta_static.model.loading import load_pretrained
 for folder in sys.argv[1:]:
     load_pretrained(DistillConfig(model=folder))
     print("--- loaded", file=sys.stderr, flush=True)

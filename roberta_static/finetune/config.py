@@ -12,6 +12,8 @@ from ..errors import ConfigError, require_minimums
 MINIMUMS = {"max_length": 8, "max_steps": 1, "batch_size": 1, "batch_tokens": 8, "save_every": 1}
 
 
+# The shares and their ranges, ends included (mlm_probability must be above 0).
+SHARES = (("mlm_probability", 0.0, 1.0), ("eval_fraction", 0.0, 0.5), ("warmup_ratio", 0.0, 1.0))
 BATCH_SIZE = 8  # blocks per step when neither batch_size nor batch_tokens is given
 
 
@@ -78,15 +80,7 @@ class FinetuneConfig:
         if len(parse_devices(self.device)) > 1:
             raise ConfigError(f"fine-tuning runs on one device, got {self.device!r}", "device")
         require_minimums(self, MINIMUMS)
-        for name, low, high in (
-            ("mlm_probability", 0.0, 1.0),
-            ("eval_fraction", 0.0, 0.5),
-            ("warmup_ratio", 0.0, 1.0),
-        ):
-            value = getattr(self, name)
-            if not low <= value <= high or (name == "mlm_probability" and value == 0):
-                opening = "(" if name == "mlm_probability" else "["
-                raise ConfigError(f"must be in {opening}{low}, {high}], got {value}", field=name)
+        self._require_shares()
         if None not in (self.batch_size, self.batch_tokens):
             raise ConfigError(
                 "cannot be combined with a batch size: pass one of the two", field="batch_tokens"
@@ -97,6 +91,14 @@ class FinetuneConfig:
             raise ConfigError(f"must be > 0, got {self.epochs}", field="epochs")
         if not self.learning_rate > 0:
             raise ConfigError(f"must be > 0, got {self.learning_rate}", field="learning_rate")
+
+    def _require_shares(self) -> None:
+        """Raise :class:`ConfigError` for the first share outside its range."""
+        for name, low, high in SHARES:
+            value = getattr(self, name)
+            if not low <= value <= high or (name == "mlm_probability" and value == 0):
+                opening = "(" if name == "mlm_probability" else "["
+                raise ConfigError(f"must be in {opening}{low}, {high}], got {value}", field=name)
 
     def blocks_per_batch(self, max_length: int) -> int:
         """Blocks per optimizer step, when blocks hold at most ``max_length`` tokens.

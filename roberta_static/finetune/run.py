@@ -1,8 +1,9 @@
 """Continued masked-LM training of an encoder on a corpus, before distilling from it.
 
-Hugging Face's ``Trainer`` does the training (checkpoints, resuming, mixed precision); this
-module feeds it the corpus as streamed blocks of whole sentences, checks the model has a
-masked-LM head, and writes the result with a ``finetune.json`` record beside it.
+Hugging Face's ``Trainer`` does the training (checkpoints, resuming, mixed precision), driven
+from :mod:`.training` on the corpus as streamed blocks of whole sentences (:mod:`.data`); this
+module checks the output folder and the corpus, finds the checkpoint a resumed run continues
+from, and writes the result with a ``finetune.json`` record beside it.
 """
 
 from __future__ import annotations
@@ -10,50 +11,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_directory, check_output_dir, follow_umask
-from ..errors import ConfigError, CorpusError, ModelLoadError, short_list
+from ..errors import ConfigError, CorpusError, short_list
 from ..outputs import FINETUNE_FILE, RUN_DIR, finetune_run_entries
-from ..stopping import StopNow
+from ..progress import FinetuneProgress
 from ..text.corpus import Corpus, Position, corpus_identity
 from .config import FinetuneConfig
-
-
-@dataclass
-class FinetuneProgress:
-    """One report of a running fine-tuning: steps done of ``total_steps``, last loss, tokens."""
-
-    step: int
-    total_steps: int
-    loss: float | None
-    tokens: int
-
-
-class StopRequest(threading.Event):
-    """The ``stop`` of :func:`finetune` that a signal handler may also call.
-
-    ``set()`` (from any thread) saves a checkpoint after the current step. A signal handler calls
-    :meth:`request_stop` instead (as ``distill``'s ``Checkpointing`` has it): before training
-    begins, while the model loads and the first perplexity is measured, stopping loses nothing,
-    so it raises :class:`~roberta_static.engine.checkpoint.StopNow` there and then.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.nothing_to_lose = True
-
-    def request_stop(self) -> None:
-        """Ask the run to stop; call it from the main thread's signal handler."""
-        self.set()
-        if self.nothing_to_lose:
-            self.nothing_to_lose = False  # a second request waits for the first to finish
-            raise StopNow
 
 
 def finetune(
@@ -72,8 +40,9 @@ def finetune(
     model, steps, tokens seen, held-out perplexity before and after). Checkpoints go to
     ``out/.finetune`` every ``config.save_every`` steps; ``resume`` continues from the latest
     complete one.
-    Setting ``stop`` saves a checkpoint and raises :class:`Interrupted`; a :class:`StopRequest`
-    asked to stop before training begins raises :class:`~roberta_static.engine.checkpoint.StopNow`.
+    Setting ``stop`` saves a checkpoint and raises :class:`Interrupted`; a
+    :class:`~roberta_static.stopping.StopRequest` asked to stop before training begins raises
+    :class:`~roberta_static.stopping.StopNow`.
 
     Example:
         >>> finetune("domain.txt", "domain-model", FinetuneConfig("roberta-base"))  # doctest: +SKIP
@@ -189,22 +158,3 @@ def _discard_unsaved(out: Path, run_dir: Path, out_is_ours: bool, run_dir_is_our
     if out_is_ours:
         with contextlib.suppress(OSError):  # not empty: something else was written there
             out.rmdir()
-
-
-def perplexity(loss: float | None) -> float | None:
-    """``exp(loss)``, or None when there was nothing to evaluate."""
-    return None if loss is None or math.isnan(loss) else math.exp(min(loss, 50.0))
-
-
-def missing_head(model: Any, missing_keys: list[str]) -> list[str]:
-    """The masked-LM head weights that were not in the checkpoint (newly initialized)."""
-    prefix = model.base_model_prefix + "."
-    return sorted(k for k in missing_keys if not k.startswith(prefix))
-
-
-def refuse_headless(name: str, missing: list[str]) -> ModelLoadError:
-    """The one-line error for a model without masked-LM head weights."""
-    return ModelLoadError(
-        f"{name}: has no masked-LM head ({len(missing)} head weights missing); pass "
-        "--init-mlm-head to train a new one"
-    )

@@ -21,14 +21,15 @@ from transformers import (
     TrainingArguments,
 )
 
-from ..errors import ConfigError, CorpusError, Interrupted
+from ..errors import ConfigError, CorpusError, Interrupted, ModelLoadError
 from ..model.encoder import resolve_device, resolve_max_length
 from ..model.loading import load_pretrained, model_fingerprint
+from ..progress import FinetuneProgress
+from ..stopping import StopRequest
 from ..text.corpus import Corpus
 from ..text.segment import load_segmenter
 from .config import FinetuneConfig
 from .data import SeededMasking, SentenceBlocks, masking_collator
-from .run import FinetuneProgress, StopRequest, missing_head, perplexity, refuse_headless
 
 SECONDS_FILE = "roberta_static_seconds.json"  # in a checkpoint: the training time until it
 
@@ -248,3 +249,22 @@ class Training:
         if blocks == 0:
             raise CorpusError(f"{self.corpus}: holds no training sentences")
         return max(1, math.ceil(blocks * self.config.epochs / self.batch_size))
+
+
+def perplexity(loss: float | None) -> float | None:
+    """``exp(loss)``, or None when there was nothing to evaluate."""
+    return None if loss is None or math.isnan(loss) else math.exp(min(loss, 50.0))
+
+
+def missing_head(model: Any, missing_keys: list[str]) -> list[str]:
+    """The masked-LM head weights that were not in the checkpoint (newly initialized)."""
+    prefix = model.base_model_prefix + "."
+    return sorted(k for k in missing_keys if not k.startswith(prefix))
+
+
+def refuse_headless(name: str, missing: list[str]) -> ModelLoadError:
+    """The one-line error for a model without masked-LM head weights."""
+    return ModelLoadError(
+        f"{name}: has no masked-LM head ({len(missing)} head weights missing); pass "
+        "--init-mlm-head to train a new one"
+    )

@@ -47,19 +47,14 @@ def layer_view(
         VectorsError: the vectors were post-processed (see :func:`require_model_space`).
 
     """
-    import torch
+    from ..model.layers import word_layers  # torch: the checks before the run need none
 
     start = locate_word(vectors, sentence, word)
     static = np.asarray(vectors[word], dtype=np.float64)
-    encoded = tokenizer(sentence, return_offsets_mapping=True, return_tensors="pt", truncation=True)
-    offsets = encoded.pop("offset_mapping")[0].tolist()
-    rows = [i for i, (a, b) in enumerate(offsets) if b > a and a < start + len(word) and b > start]
-    if not rows:
+    found = word_layers(model, tokenizer, sentence, start, start + len(word))
+    if found is None:
         raise ConfigError(f"{word!r} falls outside the model's input window", field="word")
-    _eager_attention(model)
-    with torch.no_grad():
-        output = model(**encoded, output_hidden_states=True, output_attentions=True)
-    hidden = [state[0, rows].float().mean(dim=0).cpu().numpy() for state in output.hidden_states]
+    hidden = found.hidden
     if hidden[0].shape != static.shape:
         raise ConfigError(
             f"the vectors have {static.shape[0]} dimensions and the model's layers "
@@ -67,12 +62,10 @@ def layer_view(
             "--combine concat or --pca",
             field="model",
         )
-    tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
     attention = []
-    for weights in output.attentions or ():
-        mean = weights[0].float().mean(dim=0)[rows].mean(dim=0).cpu().numpy()
+    for mean in found.attention:
         top = np.argsort(-mean, kind="stable")[:TOP_ATTENDED]
-        attention.append([(tokens[i], round(float(mean[i]), 3)) for i in top])
+        attention.append([(found.tokens[i], round(float(mean[i]), 3)) for i in top])
     return LayerView(sentence, word, [round(_cosine(h, static), 4) for h in hidden], attention)
 
 
@@ -117,15 +110,6 @@ def _find(sentence: str, word: str, lower: bool) -> int:
     if start < 0:
         raise ConfigError(f"{word!r} does not occur in the sentence", field="word")
     return start
-
-
-def _eager_attention(model: Any) -> None:
-    """Ask for attention weights the model can return: fused kernels (SDPA) return none."""
-    if hasattr(model, "set_attn_implementation"):
-        try:
-            model.set_attn_implementation("eager")
-        except (ValueError, NotImplementedError):
-            pass  # a model without an eager path: its attention table stays empty
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:

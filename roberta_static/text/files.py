@@ -51,28 +51,44 @@ def find_corpus_files(paths: Iterable[str | os.PathLike]) -> CorpusFiles:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            if written_by_roberta_static(path):
-                raise CorpusError(f"{path}: is {OWN_OUTPUT}, not a corpus; name its text files")
-            found, left = _folder_files(path)
-            if not found:
-                held = [f"{p} ({why})" for p, why in left.items()]
-                unread = f" to read (not read: {short_list(held, 3)})" if held else ""
-                raise CorpusError(f"{path}: folder holds no files{unread}")
+            found, left = _corpus_folder(path)
             files.extend(found)
             skipped.update(left)
         elif path.is_file():
             files.append(path)
-        elif path.is_symlink() and not path.exists():
-            raise CorpusError(f"{path}: is {_not_read(path)}")
-        elif path.exists():
-            raise CorpusError(f"{path}: is {_not_read(path)}, not a file{_READ_AGAIN}")
-        elif str(path) == "-":
-            raise CorpusError(f"-: standard input cannot be a corpus{_READ_AGAIN}")
         else:
-            raise CorpusError(f"{path}: no such file or folder")
+            raise _not_a_corpus(path)
     if not files:
         raise CorpusError("no corpus path given")
     return CorpusFiles(files, skipped)
+
+
+def _corpus_folder(folder: Path) -> tuple[list[Path], dict[Path, str]]:
+    """The files a folder named as corpus holds, and what it leaves unread.
+
+    Raises:
+        CorpusError: The folder is an output of roberta-static, or holds no file to read.
+
+    """
+    if written_by_roberta_static(folder):
+        raise CorpusError(f"{folder}: is {OWN_OUTPUT}, not a corpus; name its text files")
+    found, left = _folder_files(folder)
+    if not found:
+        held = [f"{p} ({why})" for p, why in left.items()]
+        unread = f" to read (not read: {short_list(held, 3)})" if held else ""
+        raise CorpusError(f"{folder}: folder holds no files{unread}")
+    return found, left
+
+
+def _not_a_corpus(path: Path) -> CorpusError:
+    """The error for a corpus path that is neither a file nor a folder."""
+    if path.is_symlink() and not path.exists():
+        return CorpusError(f"{path}: is {_not_read(path)}")
+    if path.exists():
+        return CorpusError(f"{path}: is {_not_read(path)}, not a file{_READ_AGAIN}")
+    if str(path) == "-":
+        return CorpusError(f"-: standard input cannot be a corpus{_READ_AGAIN}")
+    return CorpusError(f"{path}: no such file or folder")
 
 
 def _folder_files(folder: Path) -> tuple[list[Path], dict[Path, str]]:
@@ -86,26 +102,33 @@ def _folder_files(folder: Path) -> tuple[list[Path], dict[Path, str]]:
     for root, folders, names in os.walk(folder, onerror=unreadable):
         here = Path(root)
         kept = []
-        for name in folders:
-            path = here / name
-            if name.startswith("."):
-                continue
-            if path.is_symlink():
-                skipped[path] = "a symbolic link to a folder, not followed"
-            elif written_by_roberta_static(path):
-                skipped[path] = OWN_OUTPUT
+        for path in _visible(here, folders):
+            why = _not_walked(path)
+            if why is None:
+                kept.append(path.name)
             else:
-                kept.append(name)
-        folders[:] = kept
-        for name in names:
-            path = here / name
-            if name.startswith("."):
-                continue
+                skipped[path] = why
+        folders[:] = kept  # os.walk goes into these only
+        for path in _visible(here, names):
             if path.is_file():
                 found.append(path)
             else:
                 skipped[path] = _not_read(path)
     return sorted(found), dict(sorted(skipped.items()))
+
+
+def _visible(folder: Path, names: list[str]) -> list[Path]:
+    """The entries of ``folder`` among ``names`` that are not hidden (``.name``)."""
+    return [folder / name for name in names if not name.startswith(".")]
+
+
+def _not_walked(folder: Path) -> str | None:
+    """Why a folder inside a corpus folder is not read, if it is not."""
+    if folder.is_symlink():
+        return "a symbolic link to a folder, not followed"
+    if written_by_roberta_static(folder):
+        return OWN_OUTPUT
+    return None
 
 
 def _not_read(path: Path) -> str:
