@@ -37,10 +37,7 @@ TORCH_OUTSIDE_MODEL = {
     # model/loading.py needs, stays a leaf without torch: see test_the_light_modules_...).
     "roberta_static.finetune.training": "Hugging Face's Trainer and its callbacks",
     "roberta_static.finetune.data": "the Trainer's IterableDataset and masking collators",
-    # To move into model/ (the engine rewrite; cli/ after its thinning):
-    "roberta_static.engine.encoders": "stop hooks on the model's blocks (nn.ModuleList)",
-    "roberta_static.engine.step": "torch_from: numpy to a tensor on the encoder's device",
-    "roberta_static.engine.ray.remote": "the Ray actor's torch.set_num_threads",
+    # To move into model/ after the CLI's thinning:
     "roberta_static.cli.options": "quiet_transformers: transformers' logging for the commands",
 }
 # `python -m roberta_static` runs the command line: the one core module that may import cli/.

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
-from torch import nn
-
 from ..config import DistillConfig
 from ..model.batches import Batch
 from ..model.encoder import Encoder
@@ -194,14 +192,8 @@ class EncoderThreads:
             maxsize=4 * len(encoders)
         )
         self.failure: BaseException | None = None
-        # The blocks only (the items of the model's module lists): a hook on every module would
-        # add a Python call to each of the hundreds of module calls of every batch.
         self.hooks = [
-            block.register_forward_pre_hook(self._cut_short)
-            for encoder in encoders
-            for blocks in encoder.model.modules()
-            if isinstance(blocks, nn.ModuleList)
-            for block in blocks
+            handle for encoder in encoders for handle in encoder.before_each_block(self._cut_short)
         ]
         self.threads = [
             threading.Thread(target=self._work, args=(*parts, config), daemon=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,19 @@ class Encoder:
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
         self.float32_recomputes = 0
+
+    def before_each_block(self, hook: Callable[..., None]) -> list[Any]:
+        """Call ``hook`` before each of the model's blocks runs; returns removable handles.
+
+        The blocks only (the items of the model's module lists): a hook on every module would
+        add a Python call to each of the hundreds of module calls of every batch.
+        """
+        return [
+            block.register_forward_pre_hook(hook)
+            for blocks in self.model.modules()
+            if isinstance(blocks, nn.ModuleList)
+            for block in blocks
+        ]
 
     def output_dim(self, combine: Combine) -> int:
         """Width of a static vector from this encoder's layers, combined by ``combine``."""

@@ -42,3 +42,10 @@ def torch_threads(model_on_cpu: bool, cores_taken: int) -> Iterator[int]:
         yield torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def use_threads(count: int) -> None:
+    """Give torch's intra-op pool ``count`` threads for the rest of this process."""
+    import torch
+
+    torch.set_num_threads(count)

@@ -18,6 +18,7 @@ from ...errors import RobertaStaticError
 from ...model.batches import Batch
 from ...model.encoder import Encoder
 from ...model.pooling import Accumulator
+from ...model.threads import use_threads
 from ...text.shards import Shard
 from ..feeding import worker_failure
 from ..producer import Producer, ProducerSetup
@@ -97,10 +98,9 @@ class EncoderActor:
 
     def __init__(self, model: list[Any], config: DistillConfig, entries: int, device: str) -> None:
         import ray
-        import torch
 
         if device == "cpu":
-            torch.set_num_threads(1)  # one core per CPU encoder; --encoders N takes N
+            use_threads(1)  # one core per CPU encoder; --encoders N takes N
         self.config = config.replace(device=device)
         # The model and tokenizer come as a reference in a list, which Ray passes unresolved: a
         # restarted actor fetches them again from the driver, which holds them for the run.
