@@ -60,10 +60,11 @@ def test_stopped_run_resumes_to_identical_vectors_and_stats(
     out = tmp_path / "out"
     checkpoint_first_chunk(messy_corpus, vocab_file, config, out)
     saved = load_checkpoint(out)
-    assert saved.position.file == 1 and saved.position.offset > 0
+    (shard,) = saved.state.shards  # one process: the corpus is one shard
+    assert shard.position.file == 1 and shard.position.offset > 0
     # Counted up to the checkpoint's position, not up to what segmentation had read ahead.
-    assert 0 < saved.stats["text_units"] == saved.position.line
-    assert 0 < saved.stats["bad_bytes"] < whole.meta["stats"]["bad_bytes"]
+    assert 0 < shard.stats.text_units == shard.position.line
+    assert 0 < shard.stats.bad_bytes < whole.meta["stats"]["bad_bytes"]
     resumed = distill(messy_corpus, vocab_file, config, resume_from=saved)
     assert resumed.words == whole.words
     np.testing.assert_array_equal(resumed.vectors, whole.vectors)
@@ -100,7 +101,7 @@ def test_killed_cli_run_resumes_bit_identical(how, roberta_dir, long_corpus, voc
     out = tmp_path / "out"
     run = PausedRun(
         cli(long_corpus, *options, "--out", out, "--checkpoint-every", "0.05"),
-        "roberta_static.engine.serial:save_checkpoint",  # signalled once the first checkpoint is saved
+        "roberta_static.engine.checkpoint:save_checkpoint",  # signalled once the first checkpoint is saved
         tmp_path / "pause",
     )
     stderr = run.signal(getattr(signal, how))
@@ -191,7 +192,7 @@ def test_failed_checkpoint_write_keeps_the_previous_one(
             resume_from=first,
         )
     monkeypatch.undo()
-    assert load_checkpoint(out).position == first.position
+    assert load_checkpoint(out).state.shards[0].position == first.state.shards[0].position
     assert sorted(p.name for p in out.iterdir()) == [".checkpoint"]
 
 
@@ -206,7 +207,7 @@ def test_a_stop_comes_after_the_batch_in_hand_and_resumes_identical(
     out = tmp_path / "out"
     checkpoint_first_chunk(long_corpus, vocab_file, config, out)
     saved = load_checkpoint(out)
-    assert saved.leftover and saved.stats["tokens"] <= 64
+    assert saved.state.shards[0].leftover and saved.state.stats.tokens <= 64
     resumed = distill(long_corpus, vocab_file, config, resume_from=saved)
     np.testing.assert_array_equal(resumed.vectors, whole.vectors)
     np.testing.assert_array_equal(resumed.counts, whole.counts)
@@ -271,7 +272,7 @@ def test_a_stop_in_the_encoder_drops_the_batch_in_hand_and_resumes_identical(
         )  # fmt: skip
     saved = load_checkpoint(out)
     # Two batches were added; the third, cut short, waits in the checkpoint with the rest.
-    assert 0 < saved.stats["tokens"] <= 2 * 64 and saved.leftover
+    assert 0 < saved.state.stats.tokens <= 2 * 64 and saved.state.shards[0].leftover
     resumed = distill(short_corpus, vocab_file, config, resume_from=saved)
     np.testing.assert_array_equal(resumed.vectors, whole.vectors)
     np.testing.assert_array_equal(resumed.counts, whole.counts)
@@ -439,7 +440,7 @@ def test_a_full_disk_at_a_later_checkpoint_says_to_free_space_then_resume(
                 disk.setattr(np, "save", no_space)
             return save_checkpoint(folder, checkpoint)
 
-    monkeypatch.setattr("roberta_static.engine.serial.save_checkpoint", full_after_the_first)
+    monkeypatch.setattr("roberta_static.engine.checkpoint.save_checkpoint", full_after_the_first)
     out = tmp_path / "out"
     options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--chunk-sentences", "8"]
     result = CliRunner().invoke(
@@ -463,8 +464,45 @@ def test_an_option_refused_on_resume_names_its_flag_and_asks_no_fix_of_the_input
     config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
     out = tmp_path / "out"
     checkpoint_first_chunk(long_corpus, vocab_file, config, out)
-    result = CliRunner().invoke(app, ["distill", "--resume", str(out), "--workers", "2", "-q"])
+    result = CliRunner().invoke(app, ["distill", "--resume", str(out), "--device", "cuda:7", "-q"])
     assert result.exit_code == 1
-    assert result.output.startswith("error: --workers: the checkpoint is of a run in one process")
+    assert result.output.startswith("error: --device: cuda:7 is not available on this machine")
     assert "fix the input" not in result.output
     assert (out / ".checkpoint").exists()
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_a_one_process_checkpoint_resumes_with_workers_or_ray(
+    engine, roberta_dir, long_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8, max_contexts=0)
+    whole = distill(long_corpus, vocab_file, config)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
+    saved = load_checkpoint(out)
+    assert len(saved.state.shards) == 1 and not saved.state.shards[0].done
+    resumed = distill(
+        long_corpus, vocab_file, config.replace(workers=2, engine=engine), resume_from=saved
+    )
+    assert resumed.words == whole.words
+    np.testing.assert_allclose(resumed.vectors, whole.vectors, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(resumed.counts, whole.counts)
+    for key in ("sentences", "text_units", "tokens", "sentences_encoded", "occurrences_used"):
+        assert resumed.meta["stats"][key] == whole.meta["stats"][key], key
+
+
+def test_distill_refuses_to_resume_with_a_changed_option_or_corpus(
+    roberta_dir, long_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
+    saved = load_checkpoint(out)
+    with pytest.raises(ConfigError, match=r"cannot resume: layers was \[1\], now \[1, 2\]"):
+        distill(long_corpus, vocab_file, config.replace(layers="1-2"), resume_from=saved)
+    with pytest.raises(ConfigError, match=r"cannot resume: the vocabulary differs"):
+        distill(long_corpus, ["other", "words"], config, resume_from=saved)
+    with long_corpus.open("r+b") as handle:  # a byte of the part already read changes
+        handle.write(b"X")
+    with pytest.raises(ConfigError, match="changed since the checkpoint"):
+        distill(long_corpus, vocab_file, config, resume_from=saved)

@@ -90,14 +90,12 @@ def test_a_resumed_run_starts_at_its_checkpoint(
             checkpointing=Checkpointing(tmp_path / "out", 0, stop),
         )
     saved = load_checkpoint(tmp_path / "out")
-    if saved.shards is None:
-        resumed_at = saved.position.offset
-    else:  # each shard's bytes before its position; all of them, once done
-        at = lambda position: size if position["file"] else position["offset"]  # noqa: E731
-        resumed_at = sum(
-            at(shard["stop"] if shard["done"] else shard["position"]) - at(shard["start"])
-            for shard in saved.shards
-        )
+    # Each shard's bytes before its position; all of them, once done.
+    at = lambda position: size if position.file else position.offset  # noqa: E731
+    resumed_at = sum(
+        at(shard.shard.stop if shard.done else shard.position) - at(shard.shard.start)
+        for shard in saved.state.shards
+    )
     assert resumed_at > 0
     reports = []
     distill(even_corpus, ["cat"], config, progress=reports.append, resume_from=saved)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # batches come with the model side, which the CLI loads only 
 
 CHECKPOINT_DIR = ".checkpoint"
 FORMAT = 3
+_SUMS = ("rows", "sums", "counts")
 
 
 @dataclass
@@ -94,7 +95,8 @@ def save_checkpoint(folder: Path, checkpoint: Checkpoint) -> Path:
 
 def _write(staging: Path, checkpoint: Checkpoint) -> None:
     state = checkpoint.state
-    np.savez(staging / "sums.npz", rows=state.rows, sums=state.sums, counts=state.counts)
+    for name in _SUMS:
+        np.save(staging / f"{name}.npy", getattr(state, name), allow_pickle=False)
     np.savez_compressed(
         staging / "shards.npz",
         quota=np.stack([shard.quota for shard in state.shards]),
@@ -173,8 +175,7 @@ def load_checkpoint(folder: Path) -> Checkpoint:
 
 
 def _read_state(target: Path, record: dict[str, Any]) -> PassState:
-    with np.load(target / "sums.npz", allow_pickle=False) as sums:
-        rows, summed, counts = sums["rows"], sums["sums"], sums["counts"]
+    rows, summed, counts = (np.load(target / f"{name}.npy", allow_pickle=False) for name in _SUMS)
     with np.load(target / "shards.npz", allow_pickle=False) as shards:
         quota, remaining = shards["quota"], shards["remaining"]
     with np.load(target / "leftover.npz", allow_pickle=False) as arrays:

@@ -64,11 +64,18 @@ class Ledger:
     Args:
         shard_states: The shards as the pass starts them.
         done: What each shard had done before the pass (bytes into the shard, sentences).
+        first_sum: Called once the pass has summed its first batch.
 
     """
 
-    def __init__(self, shard_states: list[ShardState], done: list[Work]) -> None:
+    def __init__(
+        self,
+        shard_states: list[ShardState],
+        done: list[Work],
+        first_sum: Callable[[], None] = lambda: None,
+    ) -> None:
         self.lock = threading.Lock()
+        self.first_sum = first_sum
         self.closed = False
         self.idle = threading.Event()
         # Each shard as of its chunks summed in full; the chunks sent after them.
@@ -111,6 +118,8 @@ class Ledger:
                 return False
             summing()
             self.summed += 1
+            if self.summed == 1:
+                self.first_sum()
             chunk.added[number] = True
             self.done[chunk.shard] += chunk.parts[number]
             self._settle(chunk.shard)
@@ -175,8 +184,9 @@ class _Dropped(Exception):
 class EncoderThreads:
     """One thread per encoder, each summing the batches it takes into its own accumulator.
 
-    Once the ledger is closed, a batch in flight is cut short at its model's next block: a hook
-    on each block checks, so a stop does not wait for the batch (seconds on a CPU).
+    Once the ledger is closed or ``stop`` is set, a batch in flight is cut short at its model's
+    next block: a hook on each block checks, so a stop does not wait for the batch (seconds on a
+    CPU). A stop closes the ledger once the batch in hand is summed.
     """
 
     def __init__(
@@ -186,8 +196,9 @@ class EncoderThreads:
         stats: list[RunStats],
         config: DistillConfig,
         ledger: Ledger,
+        stop: Any = None,
     ) -> None:
-        self.ledger = ledger
+        self.ledger, self.stop = ledger, stop
         self.batches: queue.Queue[tuple[SentChunk, int] | None] = queue.Queue(
             maxsize=4 * len(encoders)
         )
@@ -214,6 +225,8 @@ class EncoderThreads:
                     hidden = encode(encoder, batch, counted)
                     summing = partial(_sum, hidden, batch, accumulator, config, stats, counted)
                     self.ledger.add(chunk, number, summing)
+                    if self._stopping():  # the batches after the one in hand wait in a checkpoint
+                        self.ledger.close()
             except _Dropped:
                 pass
             except BaseException as error:  # raised in the main thread by put or wait
@@ -223,8 +236,11 @@ class EncoderThreads:
                 self.batches.task_done()
 
     def _cut_short(self, module: Any, args: Any) -> None:
-        if self.ledger.closed:
+        if self.ledger.closed or self._stopping():
             raise _Dropped
+
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     def put(self, chunk: SentChunk, stop: Any) -> bool:
         """Queue the chunk's batches (waiting while the encoders are busy).

@@ -107,14 +107,16 @@ class FedPass:
         """
         self._restore(state)
         files = getattr(self.job.corpus, "files", [])
-        ledger = Ledger(state.shards, [shard.work(files) for shard in state.shards])
+        done = [shard.work(files) for shard in state.shards]
+        ledger = Ledger(state.shards, done, self._something_to_lose)
         start = PassStart(self.job.corpus.total_bytes, ledger.total(), self._tokens())
+        stop = _StopOnceSummed(self.saver, ledger)
         encoding = EncoderThreads(
-            self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger
+            self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger, stop
         )
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
-            if not self._feed(state, ledger, encoding, start):
+            if not self._feed(state, ledger, encoding, start, stop):
                 self.saver.stopped(self._snapshot(ledger), ledger.summed > 0)
             return self._snapshot(ledger)
         finally:
@@ -125,14 +127,23 @@ class FedPass:
         self.accumulators[0].restore(*state.dense(len(self.job.vocab)))
         self.encoder_stats[0] = RunStats.merged([state.stats])
 
+    def _something_to_lose(self) -> None:
+        """From the first batch summed, a stop saves the work done (before, it loses nothing)."""
+        if self.saver.checkpointing is not None:
+            self.saver.checkpointing.nothing_to_lose = False
+
     def _feed(
-        self, state: PassState, ledger: Ledger, encoding: EncoderThreads, start: PassStart
+        self,
+        state: PassState,
+        ledger: Ledger,
+        encoding: EncoderThreads,
+        start: PassStart,
+        stop: Any,
     ) -> bool:
         """Send the shards to the feeder and their batches to the encoders until all are summed.
 
-        Returns False when a stop comes first.
+        Returns False when ``stop`` comes first.
         """
-        stop = self.saver.stop
         open_shards = set()
         for index, shard in enumerate(state.shards):
             if shard.leftover and not encoding.put(ledger.resumed(index, shard), stop):
@@ -170,3 +181,17 @@ class FedPass:
         sums = np.sum([sums for sums, _ in states], axis=0)
         counts = np.sum([counts for _, counts in states], axis=0)
         return sums, counts, RunStats.merged(self.encoder_stats)
+
+
+class _StopOnceSummed:
+    """The run's stop, in effect once it has summed a batch: a stop then saves progress.
+
+    A run asked to stop before (``Checkpointing.stop`` set by its caller) sums a batch first; a
+    signal stops it at once instead, with nothing saved (``Checkpointing.nothing_to_lose``).
+    """
+
+    def __init__(self, saver: Saver, ledger: Ledger) -> None:
+        self.saver, self.ledger = saver, ledger
+
+    def is_set(self) -> bool:
+        return self.saver.stopping and self.ledger.summed > 0

@@ -62,8 +62,6 @@ class LocalEngine:
             state = resume or PassState.empty(
                 job.dim, fresh_shards(job.corpus, len(job.vocab), config, fed.count)
             )
-            if stopping is not None:
-                stopping.nothing_to_lose = False  # from here a stop saves the work done
             return fed.run(state)
 
 

@@ -39,8 +39,6 @@ class SerialEngine:
         entries = len(job.vocab)
         state = resume or PassState.empty(job.dim, [whole_corpus(job.corpus, entries, job.config)])
         saver = job.saver(stopping, resume)
-        if stopping is not None:
-            stopping.nothing_to_lose = False  # from here a stop saves the work done
         on_cpu = job.encoder.device.type == "cpu"
         with torch_threads(on_cpu, cores_taken=0), ThreadFeeder(job.producer(), entries) as feeder:
             return FedPass(job, [job.encoder], feeder, progress, saver).run(state)
