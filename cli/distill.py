@@ -9,9 +9,10 @@ from pathlib import Path
 
 import typer
 
-from roberta_static.atomic import atomic_directory, check_output_dir, output_lock
+from roberta_static.atomic import output_lock
 from roberta_static.config import DistillConfig
-from roberta_static.engine.checkpoint import CHECKPOINT_DIR, Checkpoint, checkpoint_entries
+from roberta_static.distill_output import check_output, write_output
+from roberta_static.engine.checkpoint import CHECKPOINT_DIR, Checkpoint
 from roberta_static.errors import (
     ConfigError,
     Interrupted,
@@ -23,7 +24,7 @@ from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
 from roberta_static.stopping import Checkpointing, StopNow
 from roberta_static.text.corpus import check_readable
 from roberta_static.text.files import OWN_OUTPUT, find_corpus_files
-from roberta_static.vectors.static import StaticVectors, vectors_folder_entries
+from roberta_static.vectors.static import StaticVectors
 
 from ._util import (
     Arg,
@@ -73,9 +74,6 @@ from .options import (
     make_config,
     quiet_transformers,
 )
-
-# A distill output folder holds vectors (and exports), a checkpoint, or both.
-OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
 
 
 # fmt: off
@@ -133,7 +131,7 @@ def distill_command(
             normalize=normalize,
         )
         given = make_config(**options) if model is not None else None
-        from roberta_static.formats.exports import check_options, parse_formats, write_exports
+        from roberta_static.formats.exports import check_options, parse_formats
 
         export_formats = parse_formats(formats)
         check_options(export_formats, sif_coefficient)
@@ -151,20 +149,19 @@ def distill_command(
             if resume is not None:
                 typed = {name: value for name, value in options.items() if typed_by_user(ctx, name)}
                 out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
-                check_output_dir(out, True, OUTPUT_KINDS)
+                check_output(out, resuming=True)
             else:
                 config, saved = given, None
-                _check_fresh_output(out, overwrite)
+                check_output(out, overwrite)
                 check_readable(_corpus_files(corpus))
             _check_engine_options(ctx, config)
             checkpointing = Checkpointing(out, checkpoint_every)
             with _says_how_to_go_on(out, saved, checkpointing):
                 vectors = _run(corpus, vocab, config, checkpointing, saved, quiet)
-                # The finished output replaces the checkpoint of this run or of the one resumed.
-                replace = overwrite or saved is not None or checkpointing.written
-                with atomic_directory(out, replace, OUTPUT_KINDS) as staging:
-                    vectors.write_into(staging)
-                    write_exports(vectors, staging, export_formats, sif_coefficient)
+                write_output(
+                    vectors, out, export_formats, sif_coefficient, overwrite=overwrite,
+                    finishes_checkpoint=saved is not None or checkpointing.written,
+                )
         _warn(vectors.meta["stats"])
         if not quiet:
             _summarise(vectors.meta["stats"], out)
@@ -273,16 +270,6 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
         # Same content under other names: the run goes on over them and the checkpoint follows.
         typer.echo(f"note: resuming over renamed corpus files: {short_list(renamed, 3)}", err=True)
     return folder, paths, config, saved
-
-
-def _check_fresh_output(out: Path, overwrite: bool) -> None:
-    unfinished = (out / CHECKPOINT_DIR).exists()
-    check_output_dir(out, overwrite or unfinished, OUTPUT_KINDS)
-    if unfinished and not overwrite:
-        raise OutputError(
-            f"{out}: holds the checkpoint of an unfinished run; pass --resume {out} to continue "
-            "or --overwrite to start again"
-        )
 
 
 def _stopped_before_any_batch(out: Path, resumed: bool) -> str:

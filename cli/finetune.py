@@ -9,7 +9,7 @@ import typer
 
 from roberta_static.errors import ConfigError, Interrupted
 from roberta_static.finetune.config import BATCH_SIZE, MINIMUMS, FinetuneConfig
-from roberta_static.finetune.run import FINETUNE_FILE, RUN_DIR
+from roberta_static.finetune.run import FINETUNE_FILE, RUN_DIR, saved_config
 from roberta_static.stopping import StopNow, StopRequest
 
 from ._util import Flag, Opt, flag, one_line_errors, require_inputs, stop_on_signals, typed_by_user
@@ -70,7 +70,7 @@ def finetune_command(
     with one_line_errors():
         if resume is not None:
             _check_no_new_options(ctx, resume, out)
-            out, config = resume, _saved_config(resume)
+            out, config = resume, saved_config(resume)
         else:
             require_inputs("finetune", {"CORPUS": corpus, "--model": model, "--out": out}, "--resume OUT")
             config = FinetuneConfig(
@@ -82,13 +82,11 @@ def finetune_command(
                 spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
                 trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
             )
-        from roberta_static.atomic import check_not_source, output_lock
+        from roberta_static.atomic import output_lock
         from roberta_static.finetune.run import finetune
 
         from .progress import FinetuneProgressBar
 
-        if Path(config.model).is_dir():
-            check_not_source(out, Path(config.model))
         stop = StopRequest()
         quiet_transformers()
         with output_lock(out), stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
@@ -120,15 +118,6 @@ def _check_no_new_options(ctx: typer.Context, resume: Path, out: Path | None) ->
             f"{flags} with --resume: a resumed run keeps the options it started with "
             f"(in {resume / RUN_DIR / FINETUNE_FILE}); leave them out"
         )
-
-
-def _saved_config(folder: Path) -> FinetuneConfig:
-    """The options of the interrupted run in ``folder``."""
-    record = folder / RUN_DIR / FINETUNE_FILE
-    try:
-        return FinetuneConfig(**json.loads(record.read_text(encoding="utf-8"))["config"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ConfigError(f"{folder}: no interrupted fine-tuning run to resume") from None
 
 
 def _stopped_before_training(out: Path, resumed: bool) -> str:

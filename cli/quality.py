@@ -141,7 +141,7 @@ def sweep_command(
     # fmt: on
     """Score every layer and range of layers in one pass; write a table, sweep.csv and sweep.png."""
     with one_line_errors():
-        from roberta_static.atomic import atomic_directory, check_output_dir, output_lock
+        from roberta_static.atomic import output_lock
 
         config = make_config(
             model=model, pool=pool, max_contexts=max_contexts, batch_tokens=batch_tokens,
@@ -150,23 +150,19 @@ def sweep_command(
             max_vocab=max_vocab, fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle,
         )
-        from roberta_static.outputs import sweep_folder_entries
+        from roberta_static.quality.sweep import check_sweep_folder, run_sweep, write_sweep
 
         with output_lock(out):
-            check_output_dir(out, overwrite, [sweep_folder_entries])
-            # torch, transformers and spaCy load only once the options and paths have passed.
-            from roberta_static.quality.sweep import CSV_FILE, PLOT_FILE, plot, run_sweep, write_csv
-
+            check_sweep_folder(out, overwrite)
             from .progress import DistillProgress
 
+            # torch, transformers and spaCy load only once the options and paths have passed.
             quiet_transformers()
             with DistillProgress(disable=quiet) as bar:
                 results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)
-            with atomic_directory(out, overwrite, [sweep_folder_entries]) as staging:
-                write_csv(results, staging / CSV_FILE)
-                plot(results, staging / PLOT_FILE)
+            table, figure = write_sweep(results, out, overwrite)
         _print_sweep(results)
-        typer.echo(f"wrote {out / CSV_FILE} and {out / PLOT_FILE}")
+        typer.echo(f"wrote {table} and {figure}")
 
 
 def _print_sweep(results: list) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ._util import Arg, Flag, Opt, one_line_errors
-from .options import ALLOW_PICKLE, TRUST_REMOTE_CODE
+from .options import ALLOW_PICKLE, TRUST_REMOTE_CODE, quiet_transformers
 from .quality import warn_coverage
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ def report_command(
     """Write an HTML report: provenance, coverage, filled entries, neighbours, a 2-D map, scores."""
     with one_line_errors():
         from roberta_static.errors import ConfigError
+        from roberta_static.quality.layer_view import load_layer_view
         from roberta_static.quality.page import check_report_file, require_page_extra, write_report
         from roberta_static.quality.report import gather
 
@@ -48,7 +49,10 @@ def report_command(
         for unknown in data.words_without_vectors:
             typer.echo(f"warning: --words: {unknown!r} has no vector; left out", err=True)
         if static is not None:
-            data.layer_view = _layer_view(static, model, sentence, word, trust_remote_code, allow_pickle)
+            quiet_transformers()
+            data.layer_view = load_layer_view(
+                model, static, sentence, word, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle
+            )
         typer.echo(f"wrote {write_report(data, out, overwrite)}")
         for scores in data.scores:
             warn_coverage(scores.dataset, scores.covered, scores.pairs, "pairs")
@@ -62,15 +66,3 @@ def _layer_view_vectors(vectors: Path, sentence: str, word: str) -> StaticVector
     static = StaticVectors.load(vectors)
     locate_word(static, sentence, word, str(vectors))
     return static
-
-
-def _layer_view(static: StaticVectors, model: str, sentence: str, word: str, trust_remote_code: bool, allow_pickle: bool) -> object:
-    from roberta_static.model.loading import load_pretrained
-    from roberta_static.quality.layer_view import layer_view
-
-    from .options import make_config, quiet_transformers
-
-    quiet_transformers()
-    config = make_config(model=model, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle)
-    encoder, tokenizer = load_pretrained(config)
-    return layer_view(encoder, tokenizer, static, sentence, word)

@@ -22,34 +22,11 @@ def spacy_init_command(
     # fmt: on
     """Write a spaCy pipeline (base pipeline + vectors + roberta_static component)."""
     with one_line_errors():
-        import spacy
+        # spaCy loads only here, once Typer has checked the options.
+        from roberta_static.spacy_plugin.init import write_pipeline
 
-        from roberta_static.atomic import (
-            atomic_directory,
-            check_not_source,
-            check_output_dir,
-            output_lock,
+        nlp = write_pipeline(
+            vectors, out, base, overwrite=overwrite,
+            replace_trained_vectors=replace_trained_vectors, allow_pickle=allow_pickle,
         )
-        from roberta_static.errors import ConfigError
-        from roberta_static.outputs import PIPELINE_MARK, pipeline_entries
-        from roberta_static.version import __version__
-
-        check_not_source(out, vectors)
-        with output_lock(out):
-            check_output_dir(out, overwrite, [pipeline_entries])
-            try:
-                nlp = spacy.blank(base.removeprefix("blank:")) if base.startswith("blank:") else spacy.load(base)
-            except (OSError, ImportError) as error:
-                raise ConfigError(f"--base: cannot load {base!r} ({error})") from None
-            nlp.add_pipe(
-                "roberta_static",
-                config={
-                    "vectors": str(vectors),
-                    "replace_trained_vectors": replace_trained_vectors,
-                    "allow_pickle": allow_pickle,
-                },
-            )
-            nlp.meta[PIPELINE_MARK] = {"written_by": "roberta-static spacy-init", "version": __version__}
-            with atomic_directory(out, overwrite, [pipeline_entries]) as staging:
-                nlp.to_disk(staging)
         typer.echo(f"wrote {out}: {nlp.vocab.vectors.shape[0]:,} vectors; spacy.load({str(out)!r})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS_LINES, PausedRun
+from test_atomic import snapshot
 from typer.testing import CliRunner, Result
 
 from roberta_static.cli import app
-from roberta_static.errors import ConfigError, CorpusError, Interrupted, ModelLoadError
+from roberta_static.errors import ConfigError, CorpusError, Interrupted, ModelLoadError, OutputError
 from roberta_static.finetune.config import FinetuneConfig
 from roberta_static.finetune.data import (
     SeededMasking,
@@ -25,7 +27,7 @@ from roberta_static.finetune.data import (
     masking_collator,
     special_tokens,
 )
-from roberta_static.finetune.run import FINETUNE_FILE, finetune
+from roberta_static.finetune.run import FINETUNE_FILE, finetune, saved_config
 from roberta_static.finetune.training import SECONDS_FILE
 from roberta_static.progress import FinetuneProgress
 
@@ -147,6 +149,7 @@ def test_resume_after_interrupt_matches_uninterrupted(mlm_dir: Path, corpus: Pat
     seconds = json.loads((saved / SECONDS_FILE).read_text())["seconds"]
     assert 0 < seconds < 600
     (saved / SECONDS_FILE).write_text(json.dumps({"seconds": seconds + 1000}))
+    assert saved_config(tmp_path / "cut") == config
     resumed = finetune(corpus, tmp_path / "cut", config, resume=True)
     record = json.loads((resumed / FINETUNE_FILE).read_text())
     assert record["steps"] == 5 and record["seconds"] > seconds + 1000
@@ -169,6 +172,33 @@ def test_resume_without_a_complete_checkpoint_is_one_line(
         f"error: {tmp_path / 'out'}: nothing to resume (no complete checkpoint in {run_dir}); "
         "start again with --overwrite"
     ]
+
+
+def test_saved_config_is_the_interrupted_run_s_options(tmp_path: Path):
+    config = FinetuneConfig("m", max_steps=5, **FAST)
+    run_dir = tmp_path / "out" / ".finetune"
+    run_dir.mkdir(parents=True)
+    (run_dir / FINETUNE_FILE).write_text(json.dumps({"config": config.to_dict()}))
+    assert saved_config(tmp_path / "out") == config
+    for folder in (tmp_path / "out" / ".finetune", tmp_path / "nowhere"):
+        with pytest.raises(
+            ConfigError, match=f"^{re.escape(str(folder))}: no interrupted fine-tuning run"
+        ):
+            saved_config(folder)
+
+
+def test_finetune_never_writes_over_the_model_it_reads(
+    roberta_dir: Path, corpus: Path, tmp_path: Path
+):
+    # A fine-tuned model is an output --overwrite may replace: but not while it is being read.
+    model = shutil.copytree(roberta_dir, tmp_path / "model")
+    (model / FINETUNE_FILE).write_text("{}")
+    before = snapshot(tmp_path)
+    with pytest.raises(
+        OutputError, match=f"^{re.escape(str(model))}: is the folder being read, which"
+    ):
+        finetune(corpus, model, FinetuneConfig(str(model), **FAST), overwrite=True)
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("eval_fraction", ["0", "0.2"])  # found while training / measuring

@@ -245,6 +245,34 @@ def test_layer_view_against_eager_attention_and_a_one_occurrence_distillation(
         assert [w for _, w in view.attention[layer]] == [w for _, w in expected]
 
 
+def test_load_layer_view_loads_the_model_by_name_with_its_options(roberta_dir, tmp_path):
+    import torch
+    from transformers import AutoModel
+
+    from roberta_static.errors import ModelLoadError
+    from roberta_static.quality.layer_view import load_layer_view
+
+    sentence = "The dog chased the cat across the garden."
+    (tmp_path / "one.txt").write_text(sentence + "\n")
+    vectors = distill(
+        tmp_path / "one.txt", ["cat"], DistillConfig(model=str(roberta_dir), layers="2")
+    )
+    view = load_layer_view(str(roberta_dir), vectors, sentence, "Cat")
+    assert view.word == "Cat" and len(view.cosines) == 3
+    assert view.cosines[2] == pytest.approx(1.0, abs=1e-4)  # distilled from this one occurrence
+    assert len(view.attention) == 2 and all(len(top) == 5 for top in view.attention)
+    pickled = tmp_path / "pickled"  # the same model, its weights only in a pickle
+    pickled.mkdir()
+    for source in roberta_dir.iterdir():
+        if source.name != "model.safetensors":
+            (pickled / source.name).write_bytes(source.read_bytes())
+    torch.save(AutoModel.from_pretrained(roberta_dir).state_dict(), pickled / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="pass --allow-pickle"):
+        load_layer_view(str(pickled), vectors, sentence, "cat")
+    again = load_layer_view(str(pickled), vectors, sentence, "cat", allow_pickle=True)
+    assert again.cosines == view.cosines
+
+
 def test_layer_view_needs_its_three_options_and_the_word_in_the_sentence(
     vectors_dir, roberta_dir, tmp_path
 ):

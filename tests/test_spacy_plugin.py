@@ -12,11 +12,14 @@ import pytest
 import spacy
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from spacy.attrs import IDS
+from test_atomic import snapshot
 from thinc.api import Config, ConfigValidationError
 from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, RobertaStaticError, StaticVectors, distill
 from roberta_static.cli import app
+from roberta_static.errors import ConfigError, OutputError
+from roberta_static.spacy_plugin.init import build_pipeline, write_pipeline
 
 TOK2VEC = {
     "@architectures": "spacy.Tok2Vec.v2",
@@ -267,6 +270,40 @@ def test_spacy_init_command(handmade, tmp_path):
     )
     assert theirs.exit_code == 1 and "which roberta-static did not write" in theirs.output
     assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "base").rglob("*")) == before
+
+
+def test_build_pipeline_adds_the_component_to_a_base_and_marks_it(handmade, tmp_path):
+    nlp = build_pipeline(handmade)
+    assert nlp.lang == "en" and nlp.pipe_names == ["roberta_static"]
+    assert nlp.vocab.vectors.shape == (5, 4) and nlp("Kitten")[0].has_vector  # lower-cased
+    assert nlp.meta["roberta_static"]["written_by"] == "roberta-static spacy-init"
+    base = spacy.blank("de")
+    base.add_pipe("sentencizer")
+    base.to_disk(tmp_path / "base")
+    built = build_pipeline(handmade, str(tmp_path / "base"))
+    assert built.lang == "de" and built.pipe_names == ["sentencizer", "roberta_static"]
+    with pytest.raises(ConfigError, match=r"^base: cannot load 'no_such_pipeline' \("):
+        build_pipeline(handmade, "no_such_pipeline")
+
+
+def test_write_pipeline_writes_a_loadable_folder_and_replaces_only_its_own(handmade, tmp_path):
+    out = tmp_path / "pipeline"
+    assert write_pipeline(handmade, out).vocab.vectors.shape == (5, 4)
+    assert spacy.load(out)("Kitten")[0].has_vector
+    spacy.blank("en").to_disk(tmp_path / "theirs")  # a pipeline, but not one spacy-init wrote
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputError, match="pass --overwrite"):
+        write_pipeline(handmade, out)
+    with pytest.raises(OutputError, match="is the folder being read"):
+        write_pipeline(handmade, handmade, overwrite=True)
+    with pytest.raises(OutputError, match="which roberta-static did not write"):
+        write_pipeline(handmade, tmp_path / "theirs", overwrite=True)
+    with pytest.raises(ConfigError, match="cannot load"):
+        write_pipeline(handmade, tmp_path / "new" / "pipeline", "no_such_pipeline")
+    assert snapshot(tmp_path) == before
+    inode = out.stat().st_ino
+    write_pipeline(handmade, out, overwrite=True)
+    assert out.stat().st_ino != inode and spacy.load(out)("Kitten")[0].has_vector
 
 
 def test_model_from_spacy_transformers_pipeline(roberta_dir, tmp_path, corpus_file, vocab_file):

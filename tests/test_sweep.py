@@ -3,11 +3,23 @@ from __future__ import annotations
 import csv
 
 import numpy as np
+import pytest
+from test_atomic import snapshot, user_folder
 from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
 from roberta_static.cli import app
-from roberta_static.quality.sweep import Candidate, candidates, layer_matrix, run_sweep
+from roberta_static.errors import OutputError
+from roberta_static.quality.evaluate import PairScores
+from roberta_static.quality.sweep import (
+    Candidate,
+    SweepResult,
+    candidates,
+    check_sweep_folder,
+    layer_matrix,
+    run_sweep,
+    write_sweep,
+)
 from roberta_static.vectors.postprocess import PostProcessing
 
 
@@ -146,3 +158,40 @@ def test_a_dataset_with_no_covered_pair_has_empty_score_cells_never_nan(tmp_path
     write_csv([result], tmp_path / "sweep.csv")
     rows = list(csv.DictReader((tmp_path / "sweep.csv").open()))
     assert [(r["spearman"], r["pearson"]) for r in rows] == [("", ""), ("0.50", "0.25")]
+
+
+def _results(layers: tuple[int, ...]) -> list[SweepResult]:
+    scores = {"s": PairScores("s", pairs=4, covered=3, spearman=50.0, pearson=25.0)}
+    return [
+        SweepResult(Candidate((layer,)), processing, 0.5, scores)
+        for layer in layers
+        for processing in ("none", "center")
+    ]
+
+
+def test_write_sweep_writes_the_folder_whole_and_replaces_only_a_sweep(tmp_path):
+    out = tmp_path / "sweep"
+    assert write_sweep(_results((0, 1)), out) == (out / "sweep.csv", out / "sweep.png")
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.csv", "sweep.png"]
+    assert len(list(csv.DictReader((out / "sweep.csv").open()))) == 4
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(OutputError, match="pass --overwrite"):
+        write_sweep(_results((0,)), out)
+    write_sweep(_results((0,)), out, overwrite=True)
+    assert len(list(csv.DictReader((out / "sweep.csv").open()))) == 2
+    mine = user_folder(tmp_path / "mine")
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputError, match="which roberta-static did not write"):
+        write_sweep(_results((0,)), mine, overwrite=True)
+    assert snapshot(tmp_path) == before
+
+
+def test_check_sweep_folder_refuses_before_the_pass_what_write_sweep_would(tmp_path):
+    out = tmp_path / "sweep"
+    check_sweep_folder(out)
+    write_sweep(_results((0,)), out)
+    with pytest.raises(OutputError, match="pass --overwrite"):
+        check_sweep_folder(out)
+    check_sweep_folder(out, overwrite=True)
+    with pytest.raises(OutputError, match="which roberta-static did not write"):
+        check_sweep_folder(user_folder(tmp_path / "mine"), overwrite=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_directory, check_output_dir, follow_umask
+from ..atomic import atomic_directory, check_not_source, check_output_dir, follow_umask
 from ..errors import ConfigError, CorpusError, short_list
 from ..outputs import FINETUNE_FILE, RUN_DIR, finetune_run_entries
 from ..progress import FinetuneProgress
@@ -50,16 +50,14 @@ def finetune(
     Raises:
         CorpusError: The corpus holds no text.
         ModelLoadError: The model cannot load, or has no masked-LM head and not ``init_mlm_head``.
-        OutputError: ``out`` holds other files, or is not empty and not ``overwrite``/``resume``.
+        OutputError: ``out`` holds other files, or is not empty and not ``overwrite``/``resume``,
+            or is the model's own folder.
         Interrupted: ``stop`` was set; resume with ``resume=True``.
 
     """
     out = Path(out)
     run_dir = out / RUN_DIR
-    if resume and not (run_dir / FINETUNE_FILE).is_file():
-        raise ConfigError(f"{out}: no unfinished fine-tuning run to resume")
-    if not resume:
-        check_output_dir(out, overwrite, (finetune_run_entries,))
+    _check_output(out, config, overwrite, resume)
     texts = Corpus([corpus] if isinstance(corpus, (str, Path)) else corpus, config.text_field)
     identity = corpus_identity(texts.files, Position(len(texts.files), 0, 1, 0))
     checkpoint = _resume_point(out, identity) if resume else None
@@ -89,6 +87,33 @@ def finetune(
         follow_umask(*staging.glob("*.safetensors"))  # written private, unlike the other files
         (staging / FINETUNE_FILE).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
     return out
+
+
+def _check_output(out: Path, config: FinetuneConfig, overwrite: bool, resume: bool) -> None:
+    """Refuse an output folder the run may not write: the model's own, or one not ours."""
+    if Path(config.model).is_dir():
+        check_not_source(out, Path(config.model))
+    if resume and not (out / RUN_DIR / FINETUNE_FILE).is_file():
+        raise ConfigError(f"{out}: no unfinished fine-tuning run to resume")
+    if not resume:
+        check_output_dir(out, overwrite, (finetune_run_entries,))
+
+
+def saved_config(out: str | Path) -> FinetuneConfig:
+    """The options of the interrupted run whose output folder is ``out``, to resume it with.
+
+    Example:
+        >>> finetune("domain.txt", "out", saved_config("out"), resume=True)  # doctest: +SKIP
+
+    Raises:
+        ConfigError: ``out`` holds no interrupted run.
+
+    """
+    record = Path(out) / RUN_DIR / FINETUNE_FILE
+    try:
+        return FinetuneConfig(**json.loads(record.read_text(encoding="utf-8"))["config"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{out}: no interrupted fine-tuning run to resume") from None
 
 
 def _resume_point(out: Path, identity: list[dict[str, Any]]) -> Path:

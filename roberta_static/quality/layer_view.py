@@ -69,6 +69,44 @@ def layer_view(
     return LayerView(sentence, word, [round(_cosine(h, static), 4) for h in hidden], attention)
 
 
+def load_layer_view(
+    model: str,
+    vectors: StaticVectors,
+    sentence: str,
+    word: str,
+    *,
+    trust_remote_code: bool = False,
+    allow_pickle: bool = False,
+) -> LayerView:
+    """Load the model named ``model`` (as ``distill`` names one), then :func:`layer_view`.
+
+    Args:
+        model: A hub id, a local folder, ``minilm`` or ``spacy:PIPELINE``: the model the vectors
+            were distilled with.
+        vectors: The vectors, as distilled (not post-processed).
+        sentence: A sentence holding ``word``.
+        word: The word to follow up the layers.
+        trust_remote_code: Run model code from the hub.
+        allow_pickle: Load pickled ``.bin`` weights when there is no safetensors file.
+
+    Raises:
+        ModelLoadError: The model cannot load.
+        ConfigError: As :func:`layer_view`.
+
+    Example:
+        >>> view = load_layer_view("minilm", vectors, "The cat sat.", "cat")  # doctest: +SKIP
+
+    """
+    from ..config import DistillConfig
+    from ..model.loading import load_pretrained
+
+    config = DistillConfig(
+        model=model, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle
+    )
+    encoder, tokenizer = load_pretrained(config)
+    return layer_view(encoder, tokenizer, vectors, sentence, word)
+
+
 def require_model_space(vectors: StaticVectors, where: str = "the vectors") -> None:
     """Refuse vectors that post-processing moved out of the model's space (``where`` names them).
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..atomic import atomic_directory, check_output_dir
 from ..config import ALL_LAYERS, DistillConfig
 from ..outputs import CSV_FILE as CSV_FILE
 from ..outputs import CSV_HEADER
@@ -130,6 +131,42 @@ def run_sweep(
     )
     all_layers = distill(corpus, vocab, one_pass, progress)
     return score(all_layers, all_layers.meta["model"]["hidden_size"], datasets)
+
+
+def check_sweep_folder(out: str | os.PathLike, overwrite: bool = False) -> None:
+    """Refuse a folder :func:`write_sweep` could not replace; call it before the long pass.
+
+    Raises:
+        OutputError: ``out`` is not empty and not ``overwrite``, or holds files a sweep does not
+            write.
+
+    """
+    check_output_dir(Path(out), overwrite, [sweep_folder_entries])
+
+
+def write_sweep(
+    results: list[SweepResult], out: str | os.PathLike, overwrite: bool = False
+) -> tuple[Path, Path]:
+    """Write the sweep folder: ``sweep.csv`` and ``sweep.png``, swapped into place together.
+
+    Args:
+        results: What :func:`run_sweep` returned.
+        out: The folder; an earlier sweep there is replaced only with ``overwrite``.
+        overwrite: Replace a folder an earlier sweep wrote (never one holding other files).
+
+    Returns:
+        The paths of the table and the plot.
+
+    Example:
+        >>> results = run_sweep("corpus.txt", None, config, ["simlex999"])  # doctest: +SKIP
+        >>> write_sweep(results, "sweep")  # doctest: +SKIP
+
+    """
+    out = Path(out)
+    with atomic_directory(out, overwrite, [sweep_folder_entries]) as staging:
+        write_csv(results, staging / CSV_FILE)
+        plot(results, staging / PLOT_FILE)
+    return out / CSV_FILE, out / PLOT_FILE
 
 
 def write_csv(results: list[SweepResult], path: str | os.PathLike) -> None:

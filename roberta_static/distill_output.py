@@ -1,0 +1,92 @@
+"""The folder a distill run writes: which folder it may write into, and writing it.
+
+Before a run, :func:`check_output` refuses a folder the finished vectors could not replace, so no
+work is done for nothing; after it, :func:`write_output` writes the vectors and their exports into
+the folder in one atomic swap. A distill folder holds vectors (with exports), the checkpoint of an
+unfinished run (``.checkpoint/``), or both while a run over an earlier output is under way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from .atomic import atomic_directory, check_output_dir
+from .engine.checkpoint import CHECKPOINT_DIR, checkpoint_entries
+from .errors import OutputError
+from .formats.exports import ExportFormat, write_exports
+from .vectors.static import StaticVectors, vectors_folder_entries
+
+OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
+
+
+def check_output(
+    out: str | os.PathLike, overwrite: bool = False, *, resuming: bool = False
+) -> None:
+    """Refuse an output folder a run may not write into; call it before the run.
+
+    A new or empty folder is fine. One that roberta-static wrote (vectors, a checkpoint) is
+    replaced only with ``overwrite``, and one holding anything else never is.
+
+    Args:
+        out: The output folder.
+        overwrite: Replace an earlier output, or start an unfinished run's checkpoint again.
+        resuming: The run goes on from the checkpoint in ``out``, so that checkpoint is expected.
+
+    Raises:
+        OutputError: ``out`` holds files roberta-static did not write, is not empty and not
+            ``overwrite``, or holds an unfinished run's checkpoint and neither ``resuming`` nor
+            ``overwrite``.
+
+    Example:
+        >>> check_output("out/new-folder")  # doctest: +SKIP
+
+    """
+    out = Path(out)
+    unfinished = (out / CHECKPOINT_DIR).exists()
+    check_output_dir(out, overwrite or resuming or unfinished, OUTPUT_KINDS)
+    if unfinished and not (overwrite or resuming):
+        raise OutputError(
+            f"{out}: holds the checkpoint of an unfinished run; pass --resume {out} to continue "
+            "or --overwrite to start again"
+        )
+
+
+def write_output(
+    vectors: StaticVectors,
+    out: str | os.PathLike,
+    formats: Iterable[ExportFormat] = (),
+    sif_coefficient: float | None = None,
+    *,
+    overwrite: bool = False,
+    finishes_checkpoint: bool = False,
+) -> Path:
+    """Write ``vectors`` and their exports into ``out``, replacing it whole when all is written.
+
+    Args:
+        vectors: The vectors, as ``distill`` returns them.
+        out: The output folder (see :func:`check_output` for what may be replaced).
+        formats: Exports to write beside the vectors (see
+            :func:`~roberta_static.formats.exports.write_exports`).
+        sif_coefficient: SIF weighting of the model2vec and sentence-transformers exports.
+        overwrite: Replace an earlier output of roberta-static.
+        finishes_checkpoint: ``vectors`` come from the run whose checkpoint ``out`` holds (it
+            wrote it, or resumed from it): they replace that checkpoint.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        OutputError: ``out`` may not be replaced, or writing failed (``out`` is then unchanged).
+        VectorsError: ``vectors`` hold NaN or Inf.
+
+    Example:
+        >>> vectors = distill("corpus.txt", "vocab.txt", config)  # doctest: +SKIP
+        >>> write_output(vectors, "out", ["kv"])  # doctest: +SKIP
+
+    """
+    with atomic_directory(out, overwrite or finishes_checkpoint, OUTPUT_KINDS) as staging:
+        vectors.write_into(staging)
+        write_exports(vectors, staging, formats, sif_coefficient)
+    return Path(out)
