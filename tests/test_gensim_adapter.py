@@ -7,7 +7,6 @@ from gensim.models import KeyedVectors
 from roberta_static.errors import ConfigError, VectorsError
 from roberta_static.formats.exports import GENSIM_FORMATS, export
 from roberta_static.formats.gensim import load_keyed_vectors
-from roberta_static.vectors.keyed import to_keyed_vectors
 from roberta_static.vectors.static import StaticVectors
 
 
@@ -21,7 +20,7 @@ def vectors():
 
 
 def test_keyed_vectors_sorted_by_count_with_counts(vectors):
-    kv = to_keyed_vectors(vectors)
+    kv = vectors.to_keyed_vectors()
     assert kv.index_to_key == ["dog", "tiger", "cat", "new york"]
     assert [kv.get_vecattr(k, "count") for k in kv.index_to_key] == [7, 5, 3, 1]
     np.testing.assert_array_equal(kv["new york"], vectors["new york"])

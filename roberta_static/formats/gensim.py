@@ -16,7 +16,6 @@ from typing import Literal
 from gensim.models import KeyedVectors
 
 from ..errors import ConfigError, VectorsError
-from ..vectors.keyed import to_keyed_vectors
 from ..vectors.static import EXPORT_FILES, StaticVectors
 
 GensimFormat = Literal["kv", "word2vec", "word2vec-bin"]
@@ -37,7 +36,7 @@ def write_gensim(
         path = folder / EXPORT_FILES[fmt]
         joiner = None if fmt == "kv" else "_"
         if joiner not in keyed:
-            keyed[joiner] = to_keyed_vectors(vectors, phrase_joiner=joiner)
+            keyed[joiner] = vectors.to_keyed_vectors(phrase_joiner=joiner)
         if fmt == "kv":
             keyed[joiner].save(str(path))
         else:

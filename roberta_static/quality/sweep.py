@@ -87,8 +87,6 @@ def score(
     all_layers: StaticVectors, hidden_size: int, datasets: Iterable[str]
 ) -> list[SweepResult]:
     """Score every candidate under every post-processing on each dataset."""
-    from ..vectors.keyed import to_keyed_vectors
-
     num_layers = all_layers.dim // hidden_size - 1
     resolved = [dataset_path(d) for d in datasets]
     lower = all_layers.case == "lower"
@@ -97,7 +95,7 @@ def score(
         matrix = layer_matrix(all_layers, hidden_size, candidate)
         for label, steps in postprocessings(hidden_size).items():
             processed = steps.apply(matrix)
-            kv = to_keyed_vectors(StaticVectors(all_layers.words, processed, all_layers.counts))
+            kv = StaticVectors(all_layers.words, processed, all_layers.counts).to_keyed_vectors()
             result = SweepResult(candidate, label, anisotropy(processed))
             for name, path in resolved:
                 result.scores[name] = evaluate_pairs(kv, path, lower, name)

@@ -1,32 +1,29 @@
-"""gensim's view of static vectors: `KeyedVectors` with counts set."""
+"""gensim's view of static vectors: `KeyedVectors` with counts set, from plain arrays.
+
+A leaf (numpy and gensim only): :meth:`StaticVectors.to_keyed_vectors
+<roberta_static.vectors.static.StaticVectors.to_keyed_vectors>` orders the rows and calls it.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from gensim.models import KeyedVectors
 
-from ..vectors.static import StaticVectors
 
-
-def to_keyed_vectors(vectors: StaticVectors, phrase_joiner: str | None = None) -> KeyedVectors:
-    """Build ``KeyedVectors`` sorted by descending count, with ``count`` set for each key.
-
-    Sorting makes ``most_similar(restrict_vocab=N)`` search the N most frequent entries.
+def keyed_vectors(words: Sequence[str], vectors: np.ndarray, counts: np.ndarray) -> KeyedVectors:
+    """``KeyedVectors`` of ``words`` in the order given, with ``count`` set for each key.
 
     Example:
-        >>> vecs = StaticVectors(["a", "b"], np.eye(2, dtype=np.float32), np.array([1, 5]))
-        >>> kv = to_keyed_vectors(vecs)
+        >>> kv = keyed_vectors(["b", "a"], np.eye(2, dtype=np.float32), np.array([5, 1]))
         >>> kv.index_to_key, int(kv.get_vecattr("b", "count"))
         (['b', 'a'], 5)
 
     """
-    order = vectors.rows_by_count
-    words = [vectors.words[i] for i in order]
-    if phrase_joiner is not None:
-        words = [phrase_joiner.join(w.split(" ")) for w in words]
-    kv = KeyedVectors(vectors.dim, count=0, dtype=np.float32)
-    kv.add_vectors(words, vectors.vectors[order])
+    kv = KeyedVectors(vectors.shape[1], count=0, dtype=np.float32)
+    kv.add_vectors(list(words), vectors)
     # Counts are set in bulk: add_vectors(extras=...) fails on a dict in gensim 4.4.
     kv.allocate_vecattrs(["count"], [np.int64])
-    kv.expandos["count"][:] = vectors.counts[order]
+    kv.expandos["count"][:] = counts
     return kv

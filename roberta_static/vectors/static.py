@@ -326,11 +326,27 @@ class StaticVectors:
             raise VectorsError(f"{folder / VOCAB_FILE}: expected word<TAB>count on every line")
         return cls([w for w, _ in rows], vectors, np.array([int(c) for _, c in rows]), meta)
 
-    def to_keyed_vectors(self) -> KeyedVectors:
-        """Gensim ``KeyedVectors`` with counts, rows sorted by descending count."""
-        from .keyed import to_keyed_vectors
+    def to_keyed_vectors(self, phrase_joiner: str | None = None) -> KeyedVectors:
+        """Gensim ``KeyedVectors`` with counts, rows sorted by descending count.
 
-        return to_keyed_vectors(self)
+        Sorting makes ``most_similar(restrict_vocab=N)`` search the N most frequent entries.
+        ``phrase_joiner``, when given, replaces the spaces inside phrases (word2vec files split
+        their lines on spaces).
+
+        Example:
+            >>> vecs = StaticVectors(["a", "b"], np.eye(2, dtype=np.float32), np.array([1, 5]))
+            >>> kv = vecs.to_keyed_vectors()
+            >>> kv.index_to_key, int(kv.get_vecattr("b", "count"))
+            (['b', 'a'], 5)
+
+        """
+        from .keyed import keyed_vectors  # gensim loads only when asked for
+
+        order = self.rows_by_count
+        words = [self.words[i] for i in order]
+        if phrase_joiner is not None:
+            words = [phrase_joiner.join(word.split(" ")) for word in words]
+        return keyed_vectors(words, self.vectors[order], self.counts[order])
 
 
 def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:
