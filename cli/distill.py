@@ -19,11 +19,12 @@ from roberta_static.errors import (
     RobertaStaticError,
     short_list,
 )
+from roberta_static.formats.exports import vectors_folder_entries
 from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
 from roberta_static.stopping import Checkpointing, StopNow
 from roberta_static.text.corpus import check_readable
 from roberta_static.text.files import OWN_OUTPUT, find_corpus_files
-from roberta_static.vectors.static import StaticVectors, vectors_folder_entries
+from roberta_static.vectors.static import StaticVectors
 
 from ._util import (
     Arg,

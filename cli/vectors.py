@@ -65,10 +65,10 @@ def similar_command(
     """Print the nearest neighbours of a word by cosine similarity."""
     with one_line_errors():
         from roberta_static.errors import VectorsError
-        from roberta_static.formats.gensim import load_keyed_vectors
         from roberta_static.quality.evaluate import find_key
+        from roberta_static.vectors.static import StaticVectors
 
-        kv = load_keyed_vectors(vectors, allow_pickle=allow_pickle)
+        kv = StaticVectors.load(vectors, allow_pickle=allow_pickle).to_keyed_vectors()
         key = find_key(kv, word, lower=True)
         if key is None:
             raise VectorsError(f"{vectors}: {word!r} has no vector")
