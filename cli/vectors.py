@@ -10,7 +10,7 @@ import typer
 from roberta_static.errors import short_list
 
 from ._util import Arg, Flag, Opt, one_line_errors
-from .options import ALLOW_PICKLED_VECTORS, SIF_COEFFICIENT
+from .options import ALLOW_PICKLED_VECTORS, SIF_COEFFICIENT, VECTORS_IN
 
 
 # fmt: off
@@ -56,7 +56,7 @@ def info_command(
 
 # fmt: off
 def similar_command(
-    vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
+    vectors: Path = VECTORS_IN,
     word: str = Arg(..., help="Word or phrase to look up", show_default=False),
     topn: int = Opt(10, "-n", "--topn", min=1, help="How many neighbours"),
     allow_pickle: bool = ALLOW_PICKLED_VECTORS,
