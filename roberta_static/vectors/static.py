@@ -260,6 +260,7 @@ class StaticVectors(VectorData):
                 you trust). Nothing else is ever unpickled.
 
         Raises:
+            ConfigError: A ``.kv`` file without ``allow_pickle`` (field ``allow_pickle``).
             VectorsError: ``path`` is none of these, or cannot be read.
 
         """
