@@ -54,6 +54,7 @@ FILL_UNSEEN = Opt(default("fill_unseen"), help="Entries never seen (count 0): de
 TRUST_REMOTE_CODE = Flag("--trust-remote-code", help="Run model code from the hub (only for models you trust)")
 ALLOW_PICKLE = Flag("--allow-pickle", help="Load pickled .bin weights when there is no safetensors file")
 ALLOW_PICKLED_VECTORS = Flag("--allow-pickle", help="Allow loading a .kv file (a pickle: only files you trust)")
+VECTORS_IN = Arg(..., help="Vectors: a folder written by distill, a model2vec or sentence-transformers folder, a word2vec .txt/.bin or gensim .kv file", show_default=False)
 QUIET = Flag("--quiet", "-q", help="No progress bar or summary")
 OVERWRITE = Flag("--overwrite", help="Replace an output folder that roberta-static wrote (never one holding other files)")
 SIF_COEFFICIENT = Opt(None, "--sif-coefficient", min=0, max=1, help="SIF weighting of the model2vec and sentence-transformers exports: each word's vector times a/(a + p(word)), p its share of the counts (so distill with --max-contexts 0); the SIF paper's usual a is 1e-3", show_default=False)

@@ -35,6 +35,7 @@ from .options import (
     SPACY_MODEL,
     TEXT_FIELD,
     TRUST_REMOTE_CODE,
+    VECTORS_IN,
     VOCAB,
     Case,
     DType,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 # fmt: off
 def evaluate_command(
-    vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
+    vectors: Path = VECTORS_IN,
     dataset: list[str] = DATASETS,
     analogies: bool = Flag("--analogies", help="Also score gensim's questions-words.txt analogies"),
     as_json: bool = Flag("--json", help="Print the results as JSON"),
@@ -226,16 +227,17 @@ def _finite(value: float) -> float | None:
 
 # fmt: off
 def postprocess_command(
-    source: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
+    source: Path = VECTORS_IN,
     out: Path = Arg(..., help="Folder for the processed vectors", show_default=False),
     center: bool = Flag("--center", help="Subtract the mean vector"),
     remove_top_pcs: int = Opt(0, "--remove-top-pcs", min=least("remove_top_pcs"), help="Remove this many top principal components (all-but-the-top)"),
     pca: int | None = Opt(None, "--pca", min=least("pca"), help="Reduce to this many dimensions"),
     normalize: bool = Flag("--normalize", help="Scale vectors to unit length"),
     overwrite: bool = OVERWRITE,
+    allow_pickle: bool = ALLOW_PICKLED_VECTORS,
 ) -> None:
     # fmt: on
-    """Post-process a vectors folder into a new one (steps run in the order listed)."""
+    """Post-process vectors into a new vectors folder (steps run in the order listed)."""
     with one_line_errors():
         from roberta_static.atomic import check_not_source, output_lock
         from roberta_static.errors import ConfigError
@@ -247,5 +249,6 @@ def postprocess_command(
             raise ConfigError("postprocess: choose at least one of --center, --remove-top-pcs, --pca, --normalize")
         check_not_source(out, source)
         with output_lock(out):
-            postprocess(StaticVectors.load(source), steps).save(out, overwrite=overwrite)
+            vectors = StaticVectors.load(source, allow_pickle=allow_pickle)
+            postprocess(vectors, steps).save(out, overwrite=overwrite)
         typer.echo(f"wrote {out}")

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ._util import Arg, Flag, Opt, one_line_errors
-from .options import ALLOW_PICKLE, TRUST_REMOTE_CODE, quiet_transformers
+from ._util import Flag, Opt, one_line_errors
+from .options import TRUST_REMOTE_CODE, VECTORS_IN, quiet_transformers
 from .quality import warn_coverage
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # fmt: off
 def report_command(
-    vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
+    vectors: Path = VECTORS_IN,
     out: Path = Opt(..., "--out", "-o", help="The HTML file to write", show_default=False),
     words: str | None = Opt(None, "--words", help="Comma-separated words whose neighbours to list; those without a vector are left out with a warning (default: a spread of frequent, rare and filled entries)"),
     dataset: list[str] = Opt([], "--dataset", "-d", help="Also score on a word-pair dataset: simlex999, wordsim353 or a word1<TAB>word2<TAB>score file; repeat for several"),
@@ -27,7 +27,7 @@ def report_command(
     model: str | None = Opt(None, "--model", "-m", help="Layer view: the model the vectors were distilled with"),
     overwrite: bool = Flag("--overwrite", help="Replace an existing report file"),
     trust_remote_code: bool = TRUST_REMOTE_CODE,
-    allow_pickle: bool = ALLOW_PICKLE,
+    allow_pickle: bool = Flag("--allow-pickle", help="Load pickles you trust: a .kv VECTORS file, or the layer view model's .bin weights when it has no safetensors file"),
 ) -> None:
     # fmt: on
     """Write an HTML report: provenance, coverage, filled entries, neighbours, a 2-D map, scores."""
@@ -43,9 +43,9 @@ def report_command(
         # Every input is checked before the slow parts: the map (UMAP), the model, the page (plotly).
         check_report_file(out, overwrite)
         require_page_extra()
-        static = _layer_view_vectors(vectors, sentence, word) if given else None
+        static = _layer_view_vectors(vectors, sentence, word, allow_pickle) if given else None
         chosen = [w.strip() for w in words.split(",") if w.strip()] if words else None
-        data = gather(vectors, chosen, dataset, sweep)
+        data = gather(vectors, chosen, dataset, sweep, allow_pickle=allow_pickle)
         for unknown in data.words_without_vectors:
             typer.echo(f"warning: --words: {unknown!r} has no vector; left out", err=True)
         if static is not None:
@@ -58,11 +58,11 @@ def report_command(
             warn_coverage(scores.dataset, scores.covered, scores.pairs, "pairs")
 
 
-def _layer_view_vectors(vectors: Path, sentence: str, word: str) -> StaticVectors:
+def _layer_view_vectors(vectors: Path, sentence: str, word: str, allow_pickle: bool) -> StaticVectors:
     """The vectors, once the layer view's checks that need no model pass."""
     from roberta_static.quality.layer_view import locate_word
     from roberta_static.vectors.static import StaticVectors
 
-    static = StaticVectors.load(vectors)
+    static = StaticVectors.load(vectors, allow_pickle=allow_pickle)
     locate_word(static, sentence, word, str(vectors))
     return static

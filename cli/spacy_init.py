@@ -7,12 +7,12 @@ from pathlib import Path
 import typer
 
 from ._util import Arg, Flag, Opt, one_line_errors
-from .options import ALLOW_PICKLED_VECTORS
+from .options import ALLOW_PICKLED_VECTORS, VECTORS_IN
 
 
 # fmt: off
 def spacy_init_command(
-    vectors: Path = Arg(..., help="Vectors folder from distill, a word2vec .txt/.bin file, or a gensim .kv file (with --allow-pickle)", show_default=False),
+    vectors: Path = VECTORS_IN,
     out: Path = Arg(..., help="Folder for the pipeline (spacy.load(OUT) reads it)", show_default=False),
     base: str = Opt("blank:en", "--base", help="blank:LANG, or an installed pipeline's name or path"),
     overwrite: bool = Flag("--overwrite", help="Replace a pipeline folder that spacy-init wrote"),

@@ -10,7 +10,7 @@ import typer
 from roberta_static.errors import short_list
 
 from ._util import Arg, Flag, Opt, one_line_errors
-from .options import ALLOW_PICKLED_VECTORS, SIF_COEFFICIENT
+from .options import ALLOW_PICKLED_VECTORS, SIF_COEFFICIENT, VECTORS_IN
 
 
 # fmt: off
@@ -56,7 +56,7 @@ def info_command(
 
 # fmt: off
 def similar_command(
-    vectors: Path = Arg(..., help="Vectors folder, word2vec .txt/.bin, or gensim .kv", show_default=False),
+    vectors: Path = VECTORS_IN,
     word: str = Arg(..., help="Word or phrase to look up", show_default=False),
     topn: int = Opt(10, "-n", "--topn", min=1, help="How many neighbours"),
     allow_pickle: bool = ALLOW_PICKLED_VECTORS,
@@ -65,10 +65,10 @@ def similar_command(
     """Print the nearest neighbours of a word by cosine similarity."""
     with one_line_errors():
         from roberta_static.errors import VectorsError
-        from roberta_static.formats.gensim import load_keyed_vectors
         from roberta_static.quality.evaluate import find_key
+        from roberta_static.vectors.static import StaticVectors
 
-        kv = load_keyed_vectors(vectors, allow_pickle=allow_pickle)
+        kv = StaticVectors.load(vectors, allow_pickle=allow_pickle).to_keyed_vectors()
         key = find_key(kv, word, lower=True)
         if key is None:
             raise VectorsError(f"{vectors}: {word!r} has no vector")

@@ -14,7 +14,7 @@ import csv
 import json
 from pathlib import Path
 
-from .vectors.static import vectors_folder_entries
+from .formats.exports import vectors_folder_entries
 
 FINETUNE_FILE = "finetune.json"
 RUN_DIR = ".finetune"  # Trainer's checkpoints of an unfinished run, inside the output folder

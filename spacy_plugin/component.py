@@ -80,7 +80,7 @@ class RobertaStaticVectors:
         """Put the vectors at ``path`` into the pipeline's vocabulary.
 
         Args:
-            path: Output folder or word2vec file.
+            path: Vectors in any format ``StaticVectors.load`` reads.
 
         """
         source = read_vectors(check_source(str(path)), self.case, self.allow_pickle)

@@ -35,10 +35,11 @@ def make_roberta_static(
     Args:
         nlp: The pipeline.
         name: The component's name.
-        vectors: A roberta-static output folder or a word2vec ``.txt``/``.bin`` file (a gensim
-            ``.kv`` needs ``allow_pickle``).
+        vectors: A roberta-static output folder, a word2vec ``.txt``/``.bin`` file, a
+            model2vec or sentence-transformers folder (a gensim ``.kv`` needs ``allow_pickle``).
         mode: ``replace`` the pipeline's vectors, or ``add`` to them (same width).
-        case: ``auto`` (from the folder's ``meta.json``), ``lower`` or ``keep``.
+        case: ``auto`` (from the vectors' ``meta.json``, else from their keys), ``lower`` or
+            ``keep``.
         allow_pickle: Accept a ``.kv`` file, which is a pickle: unsafe for others' files.
         replace_trained_vectors: Change vectors that trained components were built on.
 

@@ -13,7 +13,7 @@ from spacy.strings import StringStore
 from spacy.vectors import Vectors
 
 from roberta_static.errors import ConfigError, VectorsError
-from roberta_static.vectors.static import StaticVectors, guess_case
+from roberta_static.vectors.static import StaticVectors
 
 from .settings import CasePolicy
 
@@ -30,26 +30,18 @@ class VectorSource:
 def read_vectors(
     path: str | os.PathLike, case: CasePolicy = "auto", allow_pickle: bool = False
 ) -> VectorSource:
-    """Read a roberta-static folder, a word2vec ``.txt``/``.bin``, or a ``.kv`` (``allow_pickle``).
+    """Read vectors in any format ``StaticVectors.load`` reads (a ``.kv`` with ``allow_pickle``).
 
-    With ``case="auto"`` a folder's own case policy (``meta.json``) is used; for files, lookups are
-    by ``LOWER`` when every key is lower-case, else by ``ORTH``.
+    With ``case="auto"`` the vectors' own case policy is used: a vectors folder's ``meta.json``
+    (or the one a model2vec or sentence-transformers model card carries); otherwise lookups are by
+    ``LOWER`` when every key is lower-case, else by ``ORTH``.
     """
-    path = Path(path)
-    if path.is_dir():
-        vectors = StaticVectors.load(path)
-        words, matrix, found_case = vectors.words, vectors.vectors, vectors.case
-    else:
-        from roberta_static.formats.gensim import load_keyed_vectors
-
-        kv = load_keyed_vectors(path, allow_pickle=allow_pickle)
-        words, matrix = list(kv.index_to_key), kv.vectors
-        found_case = guess_case(words)
+    vectors = StaticVectors.load(path, allow_pickle=allow_pickle)
     if case == "auto":
-        case = found_case
+        case = vectors.case
     return VectorSource(
-        list(words),
-        np.ascontiguousarray(matrix, dtype=np.float32),
+        list(vectors.words),
+        np.ascontiguousarray(vectors.vectors, dtype=np.float32),
         "LOWER" if case == "lower" else "ORTH",
     )
 

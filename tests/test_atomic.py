@@ -14,10 +14,10 @@ import pytest
 from roberta_static.atomic import check_output_dir, output_lock
 from roberta_static.engine.checkpoint import checkpoint_entries
 from roberta_static.errors import OutputError
-from roberta_static.formats.exports import export
+from roberta_static.formats.exports import export, vectors_folder_entries
 from roberta_static.outputs import sweep_folder_entries
 from roberta_static.quality.sweep import write_csv
-from roberta_static.vectors.static import StaticVectors, vectors_folder_entries
+from roberta_static.vectors.static import StaticVectors
 
 VECTORS = StaticVectors(["cat", "dog"], np.eye(2, dtype=np.float32), np.array([2, 1]))
 NOT_OURS = "which roberta-static did not write; choose a new or empty output folder"

@@ -5,9 +5,14 @@ import pytest
 from gensim.models import KeyedVectors
 
 from roberta_static.errors import ConfigError, VectorsError
-from roberta_static.formats.exports import GENSIM_FORMATS, export
-from roberta_static.formats.gensim import load_keyed_vectors
+from roberta_static.formats.exports import FORMATS, export
 from roberta_static.vectors.static import StaticVectors
+
+GENSIM_FORMATS = [name for name, spec in FORMATS.items() if spec.family == "gensim"]
+
+
+def load_keyed_vectors(path, allow_pickle=False):
+    return StaticVectors.load(path, allow_pickle=allow_pickle).to_keyed_vectors()
 
 
 @pytest.fixture()
@@ -30,7 +35,7 @@ def test_keyed_vectors_sorted_by_count_with_counts(vectors):
 
 def test_every_export_loads_in_gensim(vectors, tmp_path):
     vectors.save(tmp_path / "out")
-    export(tmp_path / "out", list(GENSIM_FORMATS))
+    export(tmp_path / "out", GENSIM_FORMATS)
     kv = KeyedVectors.load(str(tmp_path / "out" / "vectors.kv"))
     text = KeyedVectors.load_word2vec_format(str(tmp_path / "out" / "vectors.txt"))
     binary = KeyedVectors.load_word2vec_format(str(tmp_path / "out" / "vectors.bin"), binary=True)

@@ -89,7 +89,7 @@ def test_sweep_results_are_shown_when_the_folder_holds_them(vectors_dir, tmp_pat
 def test_bad_input_is_one_line_and_writes_nothing(vectors_dir, tmp_path):
     out = tmp_path / "report.html"
     missing = run("report", tmp_path / "nope", "--out", out)
-    assert missing.exit_code == 1 and "not a roberta-static vectors folder" in missing.output
+    assert missing.exit_code == 1 and "nope: no such vectors folder or file" in missing.output
     unknown = run("report", vectors_dir, "--out", out, "--words", "unicorn,pegasus")
     assert unknown.exit_code == 1
     assert "--words: no vector for any word given: unicorn, pegasus" in unknown.output
@@ -331,7 +331,7 @@ def test_every_bad_input_is_refused_before_torch_plotly_umap_or_spacy_load(vecto
     out = tmp_path / "report.html"
     view = ("--sentence", "The cat sat.", "--word", "cat", "--model", tmp_path / "no-model")
     cases = {
-        "not a roberta-static vectors folder": [tmp_path / "nope", "-o", out],
+        "nope: no such vectors folder or file": [tmp_path / "nope", "-o", out],
         "pass --overwrite": [vectors_dir, "-o", mine],
         "no such folder": [vectors_dir, "-o", tmp_path / "no" / "r.html"],
         "--words: no vector for any word given: unicorn": [vectors_dir, "-o", out, "--words", "unicorn"],

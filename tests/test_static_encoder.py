@@ -182,12 +182,12 @@ def test_sif_help_reads_whole_at_80_columns():
 
 
 def test_each_writer_makes_exactly_the_files_an_overwrite_may_replace(folder):
-    from roberta_static.formats.static_encoder import MODEL2VEC_FILES, SENTENCE_TRANSFORMERS_FILES
+    from roberta_static.formats.exports import FORMATS
 
     export(folder, ["model2vec", "sentence-transformers"])
-    assert {p.name for p in (folder / "model2vec").iterdir()} == MODEL2VEC_FILES
+    assert {p.name for p in (folder / "model2vec").iterdir()} == FORMATS["model2vec"].owns
     names = {p.name for p in (folder / "sentence-transformers").iterdir()}
-    assert names == SENTENCE_TRANSFORMERS_FILES
+    assert names == FORMATS["sentence-transformers"].owns
 
 
 @pytest.mark.parametrize("fmt", ["word2vec", "word2vec-bin"])

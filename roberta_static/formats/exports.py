@@ -1,54 +1,113 @@
-"""Export formats, written beside a vectors folder's own files; one writer per format.
+"""The formats registry: one table of the formats, their files, and the module for each family.
 
-``kv``, ``word2vec`` and ``word2vec-bin`` are gensim files (:mod:`roberta_static.formats.gensim`);
-``model2vec`` and ``sentence-transformers`` are folders holding a static sentence encoder
-(:mod:`roberta_static.formats.static_encoder`).
+A family module (``native``, ``gensim``, ``static_encoder``) has ``detect(path)`` (the format of a
+folder or file of its family, or None), ``write(vectors, path, fmt, sif_coefficient)`` (the paths
+written) and ``read(path, fmt, mmap, allow_pickle)`` (a
+:class:`~roberta_static.vectors.data.VectorData`). Family modules load on first use, and gensim
+only when a gensim file is written or read. Adding a format means a row in :data:`FORMATS` and a
+family module that handles it.
+
+``kv``, ``word2vec`` and ``word2vec-bin`` are gensim files; ``model2vec`` and
+``sentence-transformers`` are folders holding a static sentence encoder. Each export is written
+beside a vectors folder's own files (``native``).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from types import ModuleType
 
 from ..atomic import atomic_files
 from ..errors import ConfigError, VectorsError
-from ..vectors.static import EXPORT_FILES, StaticVectors
-
-ExportFormat = Literal["kv", "word2vec", "word2vec-bin", "model2vec", "sentence-transformers"]
-GENSIM_FORMATS = ("kv", "word2vec", "word2vec-bin")
-SENTENCE_FORMATS = ("model2vec", "sentence-transformers")
+from ..vectors.data import VectorData
+from . import native
 
 
-def parse_formats(spec: str | Iterable[str]) -> list[ExportFormat]:
+@dataclass(frozen=True)
+class Format:
+    """A format: the family module that writes and reads it, and what it puts in a vectors folder.
+
+    Attributes:
+        name: As ``--formats`` spells it.
+        family: The module of :mod:`roberta_static.formats` that writes, reads and detects it.
+        path: Its file or folder in a vectors folder (``.`` for the vectors folder itself).
+        beside: Entries its writer also puts beside ``path`` (``fnmatch`` patterns).
+        owns: For a folder: every file its writer puts in it. An ``--overwrite`` replaces a
+            folder holding these only.
+        weighted: Whether it takes the SIF weighting (``sif_coefficient``).
+
+    """
+
+    name: str
+    family: str
+    path: str
+    beside: tuple[str, ...] = ()
+    owns: frozenset[str] = frozenset()
+    weighted: bool = False
+
+
+_ENCODER_FILES = frozenset({"model.safetensors", "tokenizer.json", "modules.json", "README.md"})
+FORMATS: dict[str, Format] = {
+    spec.name: spec
+    for spec in (
+        Format("native", "native", ".", owns=frozenset(native.FILES)),
+        # gensim stores a large .kv's arrays in files named after it.
+        Format("kv", "gensim", "vectors.kv", beside=("vectors.kv.*",)),
+        # word2vec files have no counts: they go to vectors.vocab.
+        Format("word2vec", "gensim", "vectors.txt", beside=("vectors.vocab",)),
+        Format("word2vec-bin", "gensim", "vectors.bin", beside=("vectors.vocab",)),
+        Format(
+            "model2vec",
+            "static_encoder",
+            "model2vec",
+            owns=_ENCODER_FILES | {"config.json"},
+            weighted=True,
+        ),
+        Format(
+            "sentence-transformers",
+            "static_encoder",
+            "sentence-transformers",
+            owns=_ENCODER_FILES | {"config_sentence_transformers.json"},
+            weighted=True,
+        ),
+    )
+}
+"""Every format, in the order ``--formats`` lists them; ``native`` is never an export."""
+EXPORTS = [name for name in FORMATS if name != "native"]
+
+
+def parse_formats(spec: str | Iterable[str]) -> list[str]:
     """Read ``"kv,word2vec"`` into a list of export formats."""
     names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
-    unknown = [n for n in names if n and n not in EXPORT_FILES]
+    unknown = [n for n in names if n and n not in EXPORTS]
     if unknown:
         raise ConfigError(
-            f"unknown {unknown}; expected some of {', '.join(EXPORT_FILES)}", field="formats"
+            f"unknown {unknown}; expected some of {', '.join(EXPORTS)}", field="formats"
         )
-    return [n for n in names if n]  # type: ignore[misc]
+    return [n for n in names if n]
 
 
-def check_options(formats: Iterable[ExportFormat], sif_coefficient: float | None) -> None:
+def check_options(formats: Iterable[str], sif_coefficient: float | None) -> None:
     """Refuse a weighting that no requested format would use, or a bad coefficient."""
     from .static_encoder import check_sif_coefficient
 
     check_sif_coefficient(sif_coefficient)
-    if sif_coefficient is not None and not set(formats) & set(SENTENCE_FORMATS):
+    weighted = [name for name in EXPORTS if FORMATS[name].weighted]
+    if sif_coefficient is not None and not set(formats) & set(weighted):
         raise ConfigError(
-            "weights the model2vec and sentence-transformers exports only; "
-            "add one of them to --formats",
+            f"weights the {' and '.join(weighted)} exports only; add one of them to --formats",
             field="sif_coefficient",
         )
 
 
 def write_exports(
-    vectors: StaticVectors,
+    vectors: VectorData,
     folder: Path,
-    formats: Iterable[ExportFormat],
+    formats: Iterable[str],
     sif_coefficient: float | None = None,
 ) -> list[Path]:
     """Write each format's file or folder into ``folder``.
@@ -60,31 +119,22 @@ def write_exports(
         sif_coefficient: SIF weighting of the sentence-encoder exports (see
             :mod:`roberta_static.formats.static_encoder`); ``None`` for plain means.
 
+    Returns:
+        Every path written, sorted.
+
     """
     formats = list(formats)
     check_options(formats, sif_coefficient)
-    written = [folder / EXPORT_FILES[f] for f in formats if f in SENTENCE_FORMATS]
-    gensim = [f for f in formats if f in GENSIM_FORMATS]
-    if gensim:
-        from .gensim import write_gensim
-
-        written += write_gensim(vectors, folder, gensim)
-    if "model2vec" in formats:
-        from .static_encoder import write_model2vec
-
-        write_model2vec(vectors, folder / EXPORT_FILES["model2vec"], sif_coefficient)
-    if "sentence-transformers" in formats:
-        from .static_encoder import write_sentence_transformers
-
-        write_sentence_transformers(
-            vectors, folder / EXPORT_FILES["sentence-transformers"], sif_coefficient
-        )
+    written: set[Path] = set()
+    for name in formats:
+        spec = FORMATS[name]
+        written.update(_family(spec).write(vectors, folder / spec.path, name, sif_coefficient))
     return sorted(written)
 
 
 def export(
     source: str | os.PathLike,
-    formats: Iterable[ExportFormat],
+    formats: Iterable[str],
     overwrite: bool = False,
     sif_coefficient: float | None = None,
 ) -> list[Path]:
@@ -98,43 +148,106 @@ def export(
     folder = Path(source)
     formats = list(formats)
     if not formats:
-        raise ConfigError(f"name at least one of {', '.join(EXPORT_FILES)}", field="formats")
+        raise ConfigError(f"name at least one of {', '.join(EXPORTS)}", field="formats")
     check_options(formats, sif_coefficient)
-    vectors = StaticVectors.load(folder)
-    existing = [path for f in formats for path in _targets(folder, f) if path.exists()]
+    vectors = native.read(folder)
+    existing = [path for name in formats for path in _targets(folder, name) if path.exists()]
     if existing and not overwrite:
         raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
-    for path in existing:
-        _check_replaceable(path)
+    for name in formats:
+        _check_replaceable(folder / FORMATS[name].path, FORMATS[name].owns)
     with atomic_files(folder) as staging:
         written = write_exports(vectors, staging, formats, sif_coefficient)
     return [folder / path.name for path in written]
 
 
-def _targets(folder: Path, fmt: ExportFormat) -> list[Path]:
+def read(
+    path: str | os.PathLike,
+    fmt: str | None = None,
+    mmap: bool = False,
+    allow_pickle: bool = False,
+) -> VectorData:
+    """Read vectors in any format of :data:`FORMATS`, told apart by what is on disk.
+
+    What each keeps: a vectors folder everything; a ``.kv`` its words, vectors and counts; a
+    word2vec file its words (phrases as ``new_york``) and vectors, and the counts in the
+    ``.vocab`` file beside it; a model2vec or sentence-transformers folder its tokens and vectors
+    (weighted, if the export was), and the ``meta.json`` its model card carries. A format that
+    stores no counts gets gensim's stand-ins (:func:`~roberta_static.vectors.data.rank_counts`).
+
+    Args:
+        path: A folder or file.
+        fmt: Read as this format (default: the one found on disk).
+        mmap: Leave a vectors folder's matrix on disk, read-only.
+        allow_pickle: Read a ``.kv`` file, a pickle that can run code when loaded.
+
+    Raises:
+        ConfigError: A ``.kv`` file without ``allow_pickle`` (field ``allow_pickle``).
+        VectorsError: ``path`` is missing, of none of these formats, or unreadable.
+
+    """
+    path = Path(path)
+    name = fmt or detect(path)
+    return _family(FORMATS[name]).read(path, name, mmap=mmap, allow_pickle=allow_pickle)
+
+
+def detect(path: Path) -> str:
+    """The format of the folder or file at ``path``, asking each family in table order.
+
+    Raises:
+        VectorsError: Nothing is at ``path``, or a folder of none of the formats.
+
+    """
+    if not path.exists():
+        raise VectorsError(f"{path}: no such vectors folder or file")
+    for family in dict.fromkeys(spec.family for spec in FORMATS.values()):
+        found = _module(family).detect(path)
+        if found is not None:
+            return found
+    raise VectorsError(
+        f"{path}: not a roberta-static vectors folder (no {native.VECTORS_FILE}), nor a model2vec "
+        "or sentence-transformers folder"
+    )
+
+
+def vectors_folder_entries(folder: Path) -> tuple[str, ...] | None:
+    """What a vectors folder holds, when ``folder`` is one this package wrote (see ``OwnEntries``).
+
+    The mark is ``meta.json`` with our format: then the folder's own files and every export's.
+    """
+    if not native.written_here(folder):
+        return None
+    return tuple(
+        entry
+        for spec in FORMATS.values()
+        for entry in (*(sorted(spec.owns) if spec.path == "." else [spec.path]), *spec.beside)
+    )
+
+
+def _family(spec: Format) -> ModuleType:
+    return _module(spec.family)
+
+
+def _module(family: str) -> ModuleType:
+    """A family module, imported on first use (gensim is slow to import, and rarely needed)."""
+    return importlib.import_module(f"{__package__}.{family}")
+
+
+def _targets(folder: Path, name: str) -> list[Path]:
     """Every path the format's writer puts in ``folder`` (a word2vec file's counts beside it)."""
-    path = folder / EXPORT_FILES[fmt]
-    if fmt == "kv":  # gensim keeps large arrays in files named after the .kv
-        return [path, *folder.glob(f"{path.name}.*")]
-    if fmt in GENSIM_FORMATS:
-        from .gensim import counts_path
-
-        return [path, counts_path(path)]
-    return [path]
+    spec = FORMATS[name]
+    return [folder / spec.path, *(path for pattern in spec.beside for path in folder.glob(pattern))]
 
 
-def _check_replaceable(path: Path) -> None:
+def _check_replaceable(path: Path, owns: frozenset[str]) -> None:
     """Refuse to replace an export folder holding anything its writer did not put there."""
-    from .static_encoder import MODEL2VEC_FILES, SENTENCE_TRANSFORMERS_FILES
-
-    ours = {"model2vec": MODEL2VEC_FILES, "sentence-transformers": SENTENCE_TRANSFORMERS_FILES}
-    if path.name not in ours:
+    if not owns or not path.exists():
         return
     if not path.is_dir():
         raise VectorsError(
             f"{path}: not a folder roberta-static wrote; move it or export elsewhere"
         )
-    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in ours[path.name])
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in owns)
     if foreign:
         raise VectorsError(
             f"{path}: holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, which "

@@ -1,24 +1,26 @@
-"""gensim interop: `KeyedVectors` with counts, and word2vec / `.kv` exports with matching loaders.
+"""gensim's files: `.kv` (``KeyedVectors.save``), word2vec text and binary, with matching readers.
 
 word2vec files separate fields by spaces, so phrases are written with ``_`` between their words
-(the convention of gensim's ``Phrases``); the ``.kv`` export keeps them as they are. The word2vec
-format has no counts: they go into ``vectors.vocab`` beside it (``word count`` lines), which gensim
-reads back with ``load_word2vec_format(..., fvocab=...)``.
+(the convention of gensim's ``Phrases``) and read back so; the ``.kv`` export keeps them as they
+are. The word2vec format has no counts: they go into ``vectors.vocab`` beside it (``word count``
+lines), which gensim reads back with ``load_word2vec_format(..., fvocab=...)``. gensim loads only
+when one of these files is written or read.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import pickle
 from pathlib import Path
-from typing import Literal
-
-from gensim.models import KeyedVectors
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, VectorsError
-from ..vectors.static import EXPORT_FILES, StaticVectors
+from ..vectors.data import VectorData, rank_counts
 
-GensimFormat = Literal["kv", "word2vec", "word2vec-bin"]
+if TYPE_CHECKING:
+    from gensim.models import KeyedVectors
+
+PHRASE_JOINER = "_"
 
 
 def counts_path(word2vec_file: str | os.PathLike) -> Path:
@@ -26,60 +28,75 @@ def counts_path(word2vec_file: str | os.PathLike) -> Path:
     return Path(word2vec_file).with_suffix(".vocab")
 
 
-def write_gensim(
-    vectors: StaticVectors, folder: Path, formats: Iterable[GensimFormat]
+def detect(path: Path) -> str | None:
+    """A file's format: ``kv`` for ``.kv``, ``word2vec-bin`` for ``.bin``, else ``word2vec``."""
+    if not path.is_file():
+        return None
+    return {".kv": "kv", ".bin": "word2vec-bin"}.get(path.suffix, "word2vec")
+
+
+def write(
+    vectors: VectorData, path: Path, fmt: str, sif_coefficient: float | None = None
 ) -> list[Path]:
-    """Write each format's file (``vectors.kv``, ``.txt``, ``.bin``, ``.vocab``) into ``folder``."""
-    written = set()
-    keyed: dict[str | None, KeyedVectors] = {}  # one build per phrase spelling
-    for fmt in formats:
-        path = folder / EXPORT_FILES[fmt]
-        joiner = None if fmt == "kv" else "_"
-        if joiner not in keyed:
-            keyed[joiner] = vectors.to_keyed_vectors(phrase_joiner=joiner)
-        if fmt == "kv":
-            keyed[joiner].save(str(path))
-        else:
-            counts = counts_path(path)
-            keyed[joiner].save_word2vec_format(
-                str(path), fvocab=str(counts), binary=fmt == "word2vec-bin"
-            )
-            written.add(counts)
-        written.add(path)
-    return sorted(written)
+    """Write ``fmt`` at ``path`` (a word2vec file's counts beside it); no weighting here."""
+    keyed = vectors.to_keyed_vectors(phrase_joiner=None if fmt == "kv" else PHRASE_JOINER)
+    if fmt == "kv":
+        keyed.save(str(path))
+        return [path]
+    counts = counts_path(path)
+    keyed.save_word2vec_format(str(path), fvocab=str(counts), binary=fmt == "word2vec-bin")
+    return [path, counts]
 
 
-def load_keyed_vectors(path: str | os.PathLike, allow_pickle: bool = False) -> KeyedVectors:
-    """Load vectors from a roberta-static folder, a word2vec ``.txt``/``.bin``, or a gensim ``.kv``.
+def read(path: Path, fmt: str, mmap: bool = False, allow_pickle: bool = False) -> VectorData:
+    """Read a ``.kv`` (only with ``allow_pickle``) or a word2vec file; ``mmap`` is unused.
 
-    A word2vec file gets its counts from the ``.vocab`` file beside it when there is one (else
-    gensim makes up counts from the row order). A ``.kv`` file is a pickle, which can run code when
-    loaded: it is read only with ``allow_pickle=True``.
+    A word2vec file gets its counts from the ``.vocab`` file beside it when there is one, else
+    gensim's stand-ins (:func:`~roberta_static.vectors.data.rank_counts`), as does a ``.kv``
+    without counts. Rows keep the file's order.
 
     Raises:
         ConfigError: A ``.kv`` file without ``allow_pickle`` (its ``field`` names the option, so
             each caller can name its own spelling: ``--allow-pickle``, spaCy's ``allow_pickle``).
-        VectorsError: No such file, or not a word2vec file.
+        VectorsError: Not a file of this format.
 
     """
-    path = Path(path)
-    if path.is_dir():
-        return StaticVectors.load(path).to_keyed_vectors()
-    if not path.is_file():
-        raise VectorsError(f"{path}: no such vectors folder or file")
-    if path.suffix == ".kv":
-        if not allow_pickle:
-            raise ConfigError(
-                f"needed for {path}, a pickle (gensim .kv) that can run code when loaded; turn it "
-                "on only for a file you trust",
-                field="allow_pickle",
-            )
-        return KeyedVectors.load(str(path))
+    keyed = _load_kv(path, allow_pickle) if fmt == "kv" else _load_word2vec(path, fmt)
+    counts = keyed.expandos.get("count")
+    return VectorData(
+        list(keyed.index_to_key),
+        keyed.vectors,
+        rank_counts(len(keyed)) if counts is None else counts,
+    )
+
+
+def _load_kv(path: Path, allow_pickle: bool) -> KeyedVectors:
+    """A pickled ``KeyedVectors``: pickles can run code when loaded, so only when allowed."""
+    from gensim.models import KeyedVectors
+
+    if not allow_pickle:
+        raise ConfigError(
+            f"needed for {path}, a pickle (gensim .kv) that can run code when loaded; turn it "
+            "on only for a file you trust",
+            field="allow_pickle",
+        )
+    try:
+        keyed = KeyedVectors.load(str(path))
+    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as error:
+        raise VectorsError(f"{path}: not a gensim .kv file ({error})") from None
+    if not isinstance(keyed, KeyedVectors):
+        raise VectorsError(f"{path}: holds a {type(keyed).__name__}, not gensim KeyedVectors")
+    return keyed
+
+
+def _load_word2vec(path: Path, fmt: str) -> KeyedVectors:
+    from gensim.models import KeyedVectors
+
     counts = counts_path(path)
     fvocab = str(counts) if counts.is_file() else None
     try:
         return KeyedVectors.load_word2vec_format(
-            str(path), fvocab=fvocab, binary=path.suffix == ".bin"
+            str(path), fvocab=fvocab, binary=fmt == "word2vec-bin"
         )
     except (ValueError, UnicodeDecodeError, EOFError) as error:
         also = f", or {counts} is not a 'word count' file," if fvocab else ""

@@ -11,41 +11,39 @@ With ``sif_coefficient=a`` each word's vector is scaled by ``a / (a + p(word))``
 the folder's counts (Arora et al., 2017, "A simple but tough-to-beat baseline for sentence
 embeddings"): frequent words weigh less in a text's mean. Cosines between words do not change.
 Counts are the occurrences averaged, so distill with ``--max-contexts 0`` for true frequencies.
+
+Read back (:func:`read`), a folder gives its tokenizer's entries (``[UNK]`` left out, phrases
+spelled ``new_york``) with the rows as written (weighted, if they were), and the ``meta.json``
+that its model card carries. Neither library stores counts: they read as gensim's stand-ins
+(:func:`~roberta_static.vectors.data.rank_counts`). Only safetensors' numpy API and
+``tokenizers`` are needed, never torch.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from safetensors.numpy import save_file
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 
 from ..atomic import follow_umask
-from ..errors import ConfigError
-from ..vectors.static import StaticVectors
+from ..errors import ConfigError, VectorsError
+from ..vectors.data import VectorData, rank_counts
 
 UNKNOWN = "[UNK]"
 PHRASE_JOINER = "_"
 # The module type model2vec writes; sentence-transformers releases with StaticEmbedding read it.
 STATIC_EMBEDDING = "sentence_transformers.models.StaticEmbedding"
-
-
-# What each writer puts in its folder: an --overwrite replaces a folder holding these only.
-MODEL2VEC_FILES = frozenset(
-    {"model.safetensors", "tokenizer.json", "config.json", "modules.json", "README.md"}
-)
-SENTENCE_TRANSFORMERS_FILES = frozenset(
-    {
-        "model.safetensors",
-        "tokenizer.json",
-        "modules.json",
-        "config_sentence_transformers.json",
-        "README.md",
-    }
-)
+WEIGHTS = "model.safetensors"
+TOKENIZER = "tokenizer.json"
+# The matrix's name in the weights file: model2vec's, then StaticEmbedding's.
+MATRIX_NAMES = ("embeddings", "embedding.weight")
+PROVENANCE = "## Provenance (`meta.json`)"
 
 
 def check_sif_coefficient(coefficient: float | None) -> None:
@@ -67,7 +65,7 @@ def sif_weights(counts: np.ndarray, coefficient: float) -> np.ndarray:
 
 
 def token_table(
-    vectors: StaticVectors, sif_coefficient: float | None = None
+    vectors: VectorData, sif_coefficient: float | None = None
 ) -> tuple[dict[str, int], np.ndarray]:
     """Token ids (``[UNK]`` first, phrases joined by ``_``) and their float32 rows.
 
@@ -98,8 +96,70 @@ def word_level_tokenizer(ids: dict[str, int], lowercase: bool) -> Tokenizer:
     return tokenizer
 
 
+def detect(path: Path) -> str | None:
+    """``sentence-transformers`` or ``model2vec`` for a folder of either, by its config file."""
+    if (path / "config_sentence_transformers.json").is_file():
+        return "sentence-transformers"
+    config = _read_json(path / "config.json")
+    if isinstance(config, dict) and config.get("model_type") == "model2vec":
+        return "model2vec"
+    return None
+
+
+def write(
+    vectors: VectorData, path: Path, fmt: str, sif_coefficient: float | None = None
+) -> list[Path]:
+    """Write the ``fmt`` folder at ``path``."""
+    writer = write_model2vec if fmt == "model2vec" else write_sentence_transformers
+    writer(vectors, path, sif_coefficient)
+    return [path]
+
+
+def read(path: Path, fmt: str, mmap: bool = False, allow_pickle: bool = False) -> VectorData:
+    """Read a ``fmt`` folder (``mmap`` and ``allow_pickle`` are unused: safetensors is no pickle).
+
+    A sentence-transformers folder is read from its ``StaticEmbedding`` module, wherever
+    ``modules.json`` puts it.
+
+    Raises:
+        VectorsError: The folder lacks a static embedding, or its files disagree.
+
+    """
+    folder = path if fmt == "model2vec" else _static_module(path)
+    matrix = _matrix(folder / WEIGHTS)
+    try:
+        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER))
+    except Exception as error:  # tokenizers raises a bare Exception for a bad file
+        raise VectorsError(f"{folder / TOKENIZER}: cannot read the tokenizer ({error})") from None
+    ids = tokenizer.get_vocab(with_added_tokens=True)
+    if len(ids) != len(matrix):
+        raise VectorsError(f"{folder}: {len(ids):,} tokens but {len(matrix):,} rows in {WEIGHTS}")
+    unknown = getattr(tokenizer.model, "unk_token", None)
+    words = sorted((token for token in ids if token != unknown), key=ids.__getitem__)
+    return VectorData(
+        words,
+        matrix[[ids[word] for word in words]],
+        rank_counts(len(words)),
+        provenance(path / "README.md"),
+    )
+
+
+def provenance(card: Path) -> dict[str, Any]:
+    """The ``meta.json`` that a model card written by :func:`model_card` ends with, else ``{}``."""
+    try:
+        text = card.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    block = text.partition(f"{PROVENANCE}\n\n```json\n")[2].partition("\n```\n")[0]
+    try:
+        meta = json.loads(block)
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def write_model2vec(
-    vectors: StaticVectors, folder: Path, sif_coefficient: float | None = None
+    vectors: VectorData, folder: Path, sif_coefficient: float | None = None
 ) -> None:
     """Write a folder as ``model2vec``'s ``save_pretrained`` does: ``StaticModel`` loads it.
 
@@ -111,7 +171,7 @@ def write_model2vec(
     ids, matrix = token_table(vectors, sif_coefficient)
     folder.mkdir()
     _write_weights({"embeddings": matrix}, folder)
-    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / "tokenizer.json"))
+    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / TOKENIZER))
     config = {
         "model_type": "model2vec",
         "architectures": ["StaticModel"],
@@ -130,7 +190,7 @@ def write_model2vec(
 
 
 def write_sentence_transformers(
-    vectors: StaticVectors, folder: Path, sif_coefficient: float | None = None
+    vectors: VectorData, folder: Path, sif_coefficient: float | None = None
 ) -> None:
     """Write a ``SentenceTransformer`` folder of one ``StaticEmbedding`` module, as it saves one.
 
@@ -142,7 +202,7 @@ def write_sentence_transformers(
     ids, matrix = token_table(vectors, sif_coefficient)
     folder.mkdir()
     _write_weights({"embedding.weight": matrix}, folder)
-    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / "tokenizer.json"))
+    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / TOKENIZER))
     _write_json(folder / "modules.json", [_module("")])
     _write_json(
         folder / "config_sentence_transformers.json",
@@ -166,7 +226,7 @@ _LOADING = {
 }
 
 
-def model_card(vectors: StaticVectors, library: str, sif_coefficient: float | None) -> str:
+def model_card(vectors: VectorData, library: str, sif_coefficient: float | None) -> str:
     """README.md: front matter for the hub, how to load, and the provenance from ``meta.json``."""
     meta = vectors.meta
     model = meta.get("model", {})
@@ -203,7 +263,7 @@ def model_card(vectors: StaticVectors, library: str, sif_coefficient: float | No
         f"| post-processing | {meta.get('postprocessing') or 'none'} |",
         f"| weighting | {weighting} |",
         "",
-        "## Provenance (`meta.json`)",
+        PROVENANCE,
         "",
         "```json",
         json.dumps(meta, indent=2, ensure_ascii=False),
@@ -213,12 +273,48 @@ def model_card(vectors: StaticVectors, library: str, sif_coefficient: float | No
     return "\n".join(lines)
 
 
+def _static_module(folder: Path) -> Path:
+    """The folder of a sentence-transformers model's ``StaticEmbedding`` module."""
+    modules = _read_json(folder / "modules.json")
+    paths = [
+        module.get("path", "")
+        for module in (modules if isinstance(modules, list) else [])
+        if isinstance(module, dict) and str(module.get("type", "")).endswith("StaticEmbedding")
+    ]
+    if not paths:
+        raise VectorsError(
+            f"{folder}: a sentence-transformers model without a StaticEmbedding module in "
+            "modules.json; only static ones can be read"
+        )
+    return folder / paths[0]
+
+
+def _matrix(path: Path) -> np.ndarray:
+    """The embedding matrix in a safetensors file, by model2vec's or StaticEmbedding's name."""
+    try:
+        tensors = load_file(str(path))
+    except (OSError, SafetensorError) as error:
+        raise VectorsError(f"{path}: cannot read the weights ({error})") from None
+    matrix = next((tensors[name] for name in MATRIX_NAMES if name in tensors), None)
+    if matrix is None or matrix.ndim != 2:
+        raise VectorsError(f"{path}: holds no 2-D {' or '.join(MATRIX_NAMES)} tensor")
+    return matrix
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file's value, or None when it is missing or not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def _module(path: str) -> dict[str, object]:
     return {"idx": 0, "name": "0", "path": path, "type": STATIC_EMBEDDING}
 
 
 def _write_weights(tensors: dict[str, np.ndarray], folder: Path) -> None:
-    path = folder / "model.safetensors"
+    path = folder / WEIGHTS
     save_file(tensors, str(path))
     follow_umask(path)  # readable by whoever may read the folder's other files
 

@@ -21,7 +21,7 @@ from scipy.stats import pearsonr, spearmanr
 
 from ..errors import DatasetError
 from ..text.corpus import normalize_text
-from ..vectors.static import StaticVectors, guess_case
+from ..vectors.static import StaticVectors
 
 BUNDLED_PAIRS = {"simlex999": "simlex999.txt", "wordsim353": "wordsim353.tsv"}
 ALIASES = {
@@ -215,11 +215,6 @@ def evaluate_analogies(
 def load_for_evaluation(
     path: str | os.PathLike, allow_pickle: bool = False
 ) -> tuple[KeyedVectors, bool]:
-    """Vectors from a folder or file, and whether to look words up lower-cased."""
-    from ..formats.gensim import load_keyed_vectors
-
-    if Path(path).is_dir():
-        vectors = StaticVectors.load(path)
-        return vectors.to_keyed_vectors(), vectors.case == "lower"
-    kv = load_keyed_vectors(path, allow_pickle=allow_pickle)
-    return kv, guess_case(kv.index_to_key) == "lower"
+    """Vectors in any format ``StaticVectors.load`` reads; whether to look words up lower-cased."""
+    vectors = StaticVectors.load(path, allow_pickle=allow_pickle)
+    return vectors.to_keyed_vectors(), vectors.case == "lower"

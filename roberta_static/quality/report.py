@@ -68,24 +68,27 @@ def gather(
     datasets: Sequence[str] = (),
     sweep: str | os.PathLike | None = None,
     umap: bool = True,
+    allow_pickle: bool = False,
 ) -> ReportData:
-    """Read a vectors folder and compute what the report shows.
+    """Read vectors and compute what the report shows.
 
     The inputs are read and checked before the map, the slow part (UMAP), is drawn.
 
     Args:
-        folder: A folder written by ``distill`` (and ``sweep``, for the sweep's section).
+        folder: Vectors in any format ``StaticVectors.load`` reads: a folder written by
+            ``distill`` (and ``sweep``, for the sweep's section), an export, a word2vec file.
         words: Words whose neighbours to list (default: a spread of frequent, rare and filled);
             those without a vector are left out and listed in ``words_without_vectors``.
         datasets: Word-pair datasets to score the vectors on (names or files).
         sweep: The folder ``sweep`` wrote its results into (default: ``folder``, if it holds them).
         umap: Draw the map with UMAP when ``umap-learn`` is installed (else PCA).
+        allow_pickle: Read a ``.kv`` file, a pickle that can run code when loaded.
 
     Raises:
         ConfigError: ``words`` were given and none of them has a vector.
 
     """
-    vectors = StaticVectors.load(folder)
+    vectors = StaticVectors.load(folder, allow_pickle=allow_pickle)
     neighbours, without = neighbours_of_words(vectors, words or default_words(vectors))
     sweep_rows = read_sweep(Path(sweep if sweep is not None else folder), sweep is not None)
     scores = []

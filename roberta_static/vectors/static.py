@@ -1,64 +1,42 @@
 """`StaticVectors`: the distilled words, their float32 matrix, counts and provenance.
 
-Only numpy is needed here (queries: :mod:`roberta_static.vectors.queries`). The on-disk format is a
-folder of three plain files::
+Only numpy is needed here (queries: :mod:`roberta_static.vectors.queries`). The vectors are saved
+as a folder of three plain files (:mod:`roberta_static.formats.native`)::
 
     vectors.npy   float32 [V, D] (np.save, no pickle)
     vocab.tsv     word<TAB>count per row
     meta.json     format marker, config, model, corpus, stats
 
-plus the gensim exports written beside them on request.
+plus the exports written beside them on request; :meth:`StaticVectors.load` reads any of them
+(:mod:`roberta_static.formats.exports`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..atomic import atomic_directory
-from ..errors import ConfigError, KeyNotFoundError, VectorsError
+from ..errors import ConfigError, KeyNotFoundError
+from ..formats import exports, native
+from ..formats.native import META_FILE as META_FILE  # engine/checkpoint.py reads it from here
+from .data import VectorData
 from .queries import cosines, query_vector, top_rows, unit
-
-if TYPE_CHECKING:
-    from gensim.models import KeyedVectors
-
-FORMAT = "roberta-static vectors"
-FORMAT_VERSION = 1
-VECTORS_FILE = "vectors.npy"
-VOCAB_FILE = "vocab.tsv"
-META_FILE = "meta.json"
-EXPORT_FILES: dict[str, str] = {
-    "kv": "vectors.kv",
-    "word2vec": "vectors.txt",
-    "word2vec-bin": "vectors.bin",
-    "model2vec": "model2vec",
-    "sentence-transformers": "sentence-transformers",
-}
-# word2vec counts go to vectors.vocab; gensim stores a large .kv's arrays beside it.
-_FOLDER_ENTRIES = (
-    VECTORS_FILE,
-    VOCAB_FILE,
-    META_FILE,
-    *EXPORT_FILES.values(),
-    "vectors.vocab",
-    "vectors.kv.*",
-)
 
 Key = str | np.ndarray
 """A word or phrase, or a vector of the same width."""
 
 
 @dataclass
-class StaticVectors:
-    """Static vectors of words and phrases.
+class StaticVectors(VectorData):
+    """Static vectors of words and phrases: :class:`VectorData` with lookups and queries.
 
     Attributes:
         words: One entry per row (phrases keep their inner spaces).
@@ -68,10 +46,11 @@ class StaticVectors:
 
     Lookups follow the case policy the vectors were distilled with (:attr:`case`): with ``lower``,
     ``"Paris"`` finds ``paris``. A phrase is found with single spaces or as ``new_york``, the
-    word2vec spelling. Queries answer as gensim's ``KeyedVectors`` does, without copying the matrix
-    into one; vector lengths are computed on the first query, so replace ``vectors`` rather than
-    editing it in place after querying. gensim's names ``index_to_key``, ``key_to_index`` and
-    ``vector_size`` work too, and iterating gives the entries in row order.
+    word2vec spelling, whichever of the two the entries use. Queries answer as gensim's
+    ``KeyedVectors`` does, without copying the matrix into one; vector lengths are computed on the
+    first query, so replace ``vectors`` rather than editing it in place after querying. gensim's
+    names ``index_to_key``, ``key_to_index`` and ``vector_size`` work too, and iterating gives the
+    entries in row order.
 
     Rows keep the vocabulary's order (a vocabulary file's, or descending corpus frequency for one
     built from the corpus), not the order of :attr:`counts`; :meth:`to_keyed_vectors` sorts them.
@@ -83,24 +62,9 @@ class StaticVectors:
 
     """
 
-    words: list[str]
-    vectors: np.ndarray
-    counts: np.ndarray
-    meta: dict[str, Any] = field(default_factory=dict)
-
     def __post_init__(self) -> None:
-        self.vectors = np.asarray(self.vectors, dtype=np.float32)
-        self.counts = np.asarray(self.counts, dtype=np.int64)
-        rows = len(self.words)
-        if self.vectors.ndim != 2 or self.vectors.shape[0] != rows or self.counts.shape != (rows,):
-            raise VectorsError(
-                f"{rows} words need a [{rows}, D] matrix and {rows} counts; got "
-                f"{list(self.vectors.shape)} and {list(self.counts.shape)}"
-            )
+        super().__post_init__()
         self._index = {word: i for i, word in enumerate(self.words)}
-
-    def __len__(self) -> int:
-        return len(self.words)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._find(key) is not None
@@ -117,20 +81,6 @@ class StaticVectors:
 
     def __str__(self) -> str:
         return f"StaticVectors<{len(self)} words, dim {self.dim}>"
-
-    @property
-    def case(self) -> str:
-        """Case policy the vectors were distilled with: ``lower`` or ``keep``."""
-        return self.meta.get("config", {}).get("case") or self._guessed_case
-
-    @cached_property
-    def _guessed_case(self) -> str:
-        return guess_case(self.words)  # once: every lookup asks for the case policy
-
-    @property
-    def dim(self) -> int:
-        """Width of each vector."""
-        return int(self.vectors.shape[1])
 
     @property
     def vector_size(self) -> int:
@@ -155,11 +105,6 @@ class StaticVectors:
     def norms(self) -> np.ndarray:
         """Length of each row, computed once on first use."""
         return np.linalg.norm(self.vectors, axis=1)
-
-    @cached_property
-    def rows_by_count(self) -> np.ndarray:
-        """Row numbers by descending count, ties in row order (the rows of ``to_keyed_vectors``)."""
-        return np.argsort(-self.counts, kind="stable")
 
     def get_index(self, key: str) -> int:
         """Row of a word or phrase under the case policy; :class:`KeyNotFoundError` if none."""
@@ -272,81 +217,55 @@ class StaticVectors:
         return None
 
     def _spellings(self, key: str) -> Iterator[str]:
-        """The key as given, normalised as the vocabulary was, and with ``_`` read as a space."""
+        """The key as given, normalised as the vocabulary was, and with ``_`` read as a space.
+
+        Last with spaces as ``_``: the entries of a word2vec or sentence-encoder export.
+        """
         yield key
         entry = " ".join(key.split())
         if self.case == "lower":
             entry = entry.lower()
         yield entry
         yield " ".join(entry.replace("_", " ").split())
+        yield entry.replace(" ", "_")
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
-        """Write the folder atomically.
+        """Write the folder atomically (:mod:`roberta_static.formats.native`).
 
         An existing non-empty folder is replaced only with ``overwrite=True``, and only when it is
         a vectors folder this package wrote, holding nothing else.
         """
-        with atomic_directory(path, overwrite, [vectors_folder_entries]) as staging:
+        with atomic_directory(path, overwrite, [exports.vectors_folder_entries]) as staging:
             self.write_into(staging)
         return Path(path)
 
     def write_into(self, folder: Path) -> None:
         """Write the three files into an existing folder (used by ``save`` and the CLI)."""
-        if not np.isfinite(self.vectors).all():
-            bad = int((~np.isfinite(self.vectors)).any(axis=1).sum())
-            raise VectorsError(f"{bad} of {len(self)} vectors hold NaN or Inf; nothing written")
-        np.save(folder / VECTORS_FILE, self.vectors, allow_pickle=False)
-        with open(folder / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as handle:
-            rows = zip(self.words, self.counts.tolist(), strict=True)
-            handle.writelines(f"{word}\t{count}\n" for word, count in rows)
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **self.meta}
-        (folder / META_FILE).write_text(
-            json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        native.write(self, folder)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = False) -> StaticVectors:
-        """Read a folder written by :meth:`save` (never unpickles).
+    def load(
+        cls, path: str | os.PathLike, mmap: bool = False, allow_pickle: bool = False
+    ) -> StaticVectors:
+        """Read vectors from any format this package writes, told apart by what is on disk.
 
-        With ``mmap=True`` the matrix stays on disk, read-only, and pages load as they are used.
-        """
-        folder = Path(path)
-        if not (folder / VECTORS_FILE).is_file():
-            raise VectorsError(f"{folder}: not a roberta-static vectors folder (no {VECTORS_FILE})")
-        try:
-            vectors = np.load(
-                folder / VECTORS_FILE, mmap_mode="r" if mmap else None, allow_pickle=False
-            )
-            lines = (folder / VOCAB_FILE).read_text(encoding="utf-8").splitlines()
-            meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise VectorsError(f"{folder}: cannot read vectors ({error})") from None
-        rows = [line.rsplit("\t", 1) for line in lines]
-        if any(len(row) != 2 or not row[1].isdigit() for row in rows):
-            raise VectorsError(f"{folder / VOCAB_FILE}: expected word<TAB>count on every line")
-        return cls([w for w, _ in rows], vectors, np.array([int(c) for _, c in rows]), meta)
+        A vectors folder written by :meth:`save`, a gensim ``.kv``, a word2vec ``.bin`` or text
+        file, a model2vec or a sentence-transformers folder (see
+        :func:`roberta_static.formats.exports.read` for what each format keeps).
 
-    def to_keyed_vectors(self, phrase_joiner: str | None = None) -> KeyedVectors:
-        """Gensim ``KeyedVectors`` with counts, rows sorted by descending count.
+        Args:
+            path: The folder or file.
+            mmap: Leave a vectors folder's matrix on disk, read-only; pages load as they are used.
+            allow_pickle: Read a ``.kv`` file, a pickle that can run code when loaded (only a file
+                you trust). Nothing else is ever unpickled.
 
-        Sorting makes ``most_similar(restrict_vocab=N)`` search the N most frequent entries.
-        ``phrase_joiner``, when given, replaces the spaces inside phrases (word2vec files split
-        their lines on spaces).
-
-        Example:
-            >>> vecs = StaticVectors(["a", "b"], np.eye(2, dtype=np.float32), np.array([1, 5]))
-            >>> kv = vecs.to_keyed_vectors()
-            >>> kv.index_to_key, int(kv.get_vecattr("b", "count"))
-            (['b', 'a'], 5)
+        Raises:
+            ConfigError: A ``.kv`` file without ``allow_pickle`` (field ``allow_pickle``).
+            VectorsError: ``path`` is none of these, or cannot be read.
 
         """
-        from .keyed import keyed_vectors  # gensim loads only when asked for
-
-        order = self.rows_by_count
-        words = [self.words[i] for i in order]
-        if phrase_joiner is not None:
-            words = [phrase_joiner.join(word.split(" ")) for word in words]
-        return keyed_vectors(words, self.vectors[order], self.counts[order])
+        data = exports.read(path, mmap=mmap, allow_pickle=allow_pickle)
+        return cls(data.words, data.vectors, data.counts, data.meta)
 
 
 def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:
@@ -356,26 +275,3 @@ def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:
     if isinstance(keys, str) or (isinstance(keys, np.ndarray) and keys.ndim == 1):
         return [(keys, weight)]
     return [key if isinstance(key, tuple) else (key, weight) for key in keys]
-
-
-def vectors_folder_entries(folder: Path) -> tuple[str, ...] | None:
-    """What a vectors folder holds, when ``folder`` is one this package wrote (see ``OwnEntries``).
-
-    The mark is ``meta.json`` with our format (or, from before the format marker, our package).
-    """
-    try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict):
-        return None
-    package = meta.get("package")
-    ours = meta.get("format") == FORMAT or (
-        isinstance(package, dict) and package.get("name") == "roberta-static"
-    )
-    return _FOLDER_ENTRIES if ours else None
-
-
-def guess_case(words: list[str]) -> str:
-    """``lower`` when no word has an upper-case letter (lookups may lower-case), else ``keep``."""
-    return "lower" if all(word == word.lower() for word in words) else "keep"

@@ -1,0 +1,94 @@
+"""The project's own format: a folder of three plain files, read without unpickling anything.
+
+::
+
+    vectors.npy   float32 [V, D] (np.save, no pickle)
+    vocab.tsv     word<TAB>count per row
+    meta.json     format marker, config, model, corpus, stats
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import VectorsError
+from ..vectors.data import VectorData
+
+FORMAT = "roberta-static vectors"
+FORMAT_VERSION = 1
+VECTORS_FILE = "vectors.npy"
+VOCAB_FILE = "vocab.tsv"
+META_FILE = "meta.json"
+FILES = (VECTORS_FILE, VOCAB_FILE, META_FILE)
+
+
+def detect(path: Path) -> str | None:
+    """``native`` for a folder holding ``vectors.npy``."""
+    return "native" if (path / VECTORS_FILE).is_file() else None
+
+
+def write(
+    vectors: VectorData,
+    path: Path,
+    fmt: str = "native",
+    sif_coefficient: float | None = None,
+) -> list[Path]:
+    """Write the three files into the existing folder ``path``; ``fmt`` and weighting are unused.
+
+    Raises:
+        VectorsError: A vector holds NaN or Inf (nothing is written).
+
+    """
+    if not np.isfinite(vectors.vectors).all():
+        bad = int((~np.isfinite(vectors.vectors)).any(axis=1).sum())
+        raise VectorsError(f"{bad} of {len(vectors)} vectors hold NaN or Inf; nothing written")
+    np.save(path / VECTORS_FILE, vectors.vectors, allow_pickle=False)
+    with open(path / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as handle:
+        rows = zip(vectors.words, vectors.counts.tolist(), strict=True)
+        handle.writelines(f"{word}\t{count}\n" for word, count in rows)
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **vectors.meta}
+    (path / META_FILE).write_text(
+        json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return [path / name for name in FILES]
+
+
+def read(
+    path: Path, fmt: str = "native", mmap: bool = False, allow_pickle: bool = False
+) -> VectorData:
+    """Read a folder :func:`write` wrote; ``mmap=True`` leaves the matrix on disk, read-only.
+
+    ``allow_pickle`` is unused: nothing here is a pickle.
+    """
+    if not (path / VECTORS_FILE).is_file():
+        raise VectorsError(f"{path}: not a roberta-static vectors folder (no {VECTORS_FILE})")
+    try:
+        vectors = np.load(path / VECTORS_FILE, mmap_mode="r" if mmap else None, allow_pickle=False)
+        lines = (path / VOCAB_FILE).read_text(encoding="utf-8").splitlines()
+        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise VectorsError(f"{path}: cannot read vectors ({error})") from None
+    rows = [line.rsplit("\t", 1) for line in lines]
+    if any(len(row) != 2 or not row[1].isdigit() for row in rows):
+        raise VectorsError(f"{path / VOCAB_FILE}: expected word<TAB>count on every line")
+    return VectorData([w for w, _ in rows], vectors, np.array([int(c) for _, c in rows]), meta)
+
+
+def written_here(folder: Path) -> bool:
+    """Whether ``folder`` holds a vectors folder's mark: ``meta.json`` with our format.
+
+    Folders from before the format marker carry our package's name instead.
+    """
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(meta, dict):
+        return False
+    package = meta.get("package")
+    return meta.get("format") == FORMAT or (
+        isinstance(package, dict) and package.get("name") == "roberta-static"
+    )

@@ -1,0 +1,147 @@
+"""The formats registry: every format we write reads back, and every command that reads vectors
+opens each of them (similar, evaluate, report, postprocess, the spaCy component)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from roberta_static.cli import app
+from roberta_static.errors import VectorsError
+from roberta_static.formats.exports import EXPORTS, FORMATS, export
+from roberta_static.formats.native import FORMAT, FORMAT_VERSION
+from roberta_static.vectors.data import rank_counts
+from roberta_static.vectors.postprocess import PostProcessing, postprocess
+from roberta_static.vectors.static import StaticVectors
+
+WORDS = ["the", "cat", "dog", "new york", "paris", "city", "kitten", "puppy", "town", "zebra"]
+PAIRS = [("cat", "kitten", 9.0), ("dog", "puppy", 8.5), ("paris", "city", 7.0), ("cat", "town", 1)]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A tiny vectors folder (one entry filled, count 0) with every export beside it."""
+    rng = np.random.default_rng(7)
+    meta = {
+        "config": {"case": "lower", "layers": "all", "combine": "mean", "pool": "mean"},
+        "model": {"name": "tiny/model", "sha256": "abc123"},
+        "corpus": [{"path": "corpus.txt", "bytes": 42}],
+    }
+    counts = np.array([90, 12, 7, 3, 20, 5, 2, 2, 9, 0])
+    vectors = StaticVectors(WORDS, rng.normal(size=(len(WORDS), 8)), counts, meta)
+    path = tmp_path_factory.mktemp("formats") / "vectors"
+    vectors.save(path)
+    export(path, EXPORTS)
+    return path
+
+
+def at(folder, fmt):
+    return folder / FORMATS[fmt].path
+
+
+def run(*args):
+    """The command's standard output (warnings go to stderr)."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def spelled(word: str, fmt: str) -> str:
+    """An entry as the format writes it: phrases joined by ``_`` outside native and .kv."""
+    return word if fmt in ("native", "kv") else word.replace(" ", "_")
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_every_format_reads_back_its_entries_vectors_counts_and_meta(folder, fmt):
+    source = StaticVectors.load(folder)
+    read = StaticVectors.load(at(folder, fmt), allow_pickle=True)
+    family = FORMATS[fmt].family
+    rows = source.rows_by_count if family == "gensim" else np.arange(len(source))  # gensim sorts
+    assert read.words == [spelled(source.words[row], fmt) for row in rows]
+    np.testing.assert_allclose(read.vectors, source.vectors[rows], atol=1e-6)
+    counts = rank_counts(len(rows)) if family == "static_encoder" else source.counts[rows]
+    np.testing.assert_array_equal(read.counts, counts)
+    assert read.meta == ({} if family == "gensim" else source.meta)  # a model card carries it
+    np.testing.assert_allclose(read["New York"], source["new york"], atol=1e-6)
+
+
+@pytest.mark.parametrize("fmt", EXPORTS)
+def test_similar_opens_every_format(folder, fmt):
+    def neighbours(path):
+        lines = run("similar", path, "cat", "-n", "4", "--allow-pickle").splitlines()
+        return [(w.replace("_", " "), float(s)) for s, w in (line.split("\t") for line in lines)]
+
+    expected, found = neighbours(folder), neighbours(at(folder, fmt))
+    assert [w for w, _ in found] == [w for w, _ in expected]
+    np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], atol=1e-4)
+
+
+@pytest.mark.parametrize("fmt", EXPORTS)
+def test_evaluate_opens_every_format(folder, fmt, tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{a}\t{b}\t{score}\n" for a, b, score in PAIRS))
+
+    def scores(path):
+        report = json.loads(run("evaluate", path, "-d", pairs, "--json", "--allow-pickle"))
+        return report["datasets"][0]
+
+    expected, found = scores(folder), scores(at(folder, fmt))
+    assert found["covered"] == expected["covered"] == len(PAIRS)
+    assert found["spearman"] == pytest.approx(expected["spearman"], abs=1e-6)
+
+
+@pytest.mark.parametrize("fmt", EXPORTS)
+def test_report_opens_every_format(folder, fmt, tmp_path):
+    out = tmp_path / "report.html"
+    run("report", at(folder, fmt), "-o", out, "--words", "cat,new york", "--allow-pickle")
+    neighbours = out.read_text(encoding="utf-8").split('<section id="neighbours">')[1]
+    assert "cat <span" in neighbours and f"{spelled('new york', fmt)} <span" in neighbours
+
+
+@pytest.mark.parametrize("fmt", EXPORTS)
+def test_postprocess_opens_every_format(folder, fmt, tmp_path):
+    run("postprocess", at(folder, fmt), tmp_path / "out", "--center", "--allow-pickle")
+    read = StaticVectors.load(at(folder, fmt), allow_pickle=True)
+    expected = postprocess(read, PostProcessing(center=True))
+    written = StaticVectors.load(tmp_path / "out")
+    assert written.words == read.words
+    assert written.meta == {"format": FORMAT, "format_version": FORMAT_VERSION, **expected.meta}
+    np.testing.assert_allclose(written.vectors, expected.vectors, atol=1e-6)
+
+
+@pytest.mark.parametrize("fmt", EXPORTS)
+def test_spacy_component_opens_every_format(folder, fmt):
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("roberta_static", config={"vectors": str(at(folder, fmt)), "allow_pickle": True})
+    doc = nlp("The Cat saw a zebra")
+    source = StaticVectors.load(folder)
+    np.testing.assert_allclose(doc[1].vector, source["cat"], atol=1e-6)  # looked up lower-cased
+    np.testing.assert_allclose(doc[4].vector, source["zebra"], atol=1e-6)
+    assert not doc[3].has_vector
+
+
+def test_a_path_of_no_format_is_one_line_naming_it(folder, tmp_path):
+    with pytest.raises(VectorsError, match=r"nope: no such vectors folder or file$"):
+        StaticVectors.load(tmp_path / "nope")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("buy milk\n")
+    with pytest.raises(
+        VectorsError,
+        match=r"notes: not a roberta-static vectors folder \(no vectors.npy\), nor a model2vec or "
+        "sentence-transformers folder$",
+    ):
+        StaticVectors.load(tmp_path / "notes")
+    transformer = tmp_path / "st"
+    transformer.mkdir()
+    (transformer / "config_sentence_transformers.json").write_text("{}")
+    (transformer / "modules.json").write_text('[{"path": "", "type": "Transformer"}]')
+    with pytest.raises(VectorsError, match="st: a sentence-transformers model without a Static"):
+        StaticVectors.load(transformer)
+    # export() adds exports to a vectors folder only, never into an export.
+    with pytest.raises(VectorsError, match="model2vec: not a roberta-static vectors folder"):
+        export(at(folder, "model2vec"), ["kv"])
