@@ -20,6 +20,7 @@ from .engine.checkpoint import Checkpoint, check_resume
 from .engine.local import LocalEngine
 from .engine.ray.driver import RayEngine, check_cluster
 from .engine.serial import SerialEngine
+from .engine.state import PassState
 from .engine.stats import RunStats
 from .engine.step import add_batch
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
@@ -106,6 +107,13 @@ def resolve_inputs(
         paths = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
         source = Corpus(paths, config.text_field)
         check_readable(source.files)
+    return source, _vocabulary(vocab, config)
+
+
+def _vocabulary(
+    vocab: str | os.PathLike | Iterable[str] | Vocabulary | None, config: DistillConfig
+) -> Vocabulary | None:
+    """The vocabulary a file or a list of entries names (None: count one in the corpus)."""
     if isinstance(vocab, (str, os.PathLike)):
         vocab = Vocabulary.from_file(vocab, config.case)
     elif vocab is not None and not isinstance(vocab, Vocabulary):
@@ -114,7 +122,7 @@ def resolve_inputs(
             raise VocabError("vocab: the list holds no entry")
     if vocab is not None and config.fill_unseen == "mapped":
         require_fittable(len(vocab), "and the vocabulary holds only")
-    return source, vocab
+    return vocab
 
 
 def distill_from_model(
@@ -149,38 +157,37 @@ def distill_from_model(
     if resume_from is not None:
         vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
     elif vocab is None:
-        vocab = Vocabulary.from_corpus(
-            nlp,
-            _reporting(corpus, "count", report, checkpointing),
-            config.case,
-            config.min_count,
-            config.max_vocab,
-        )
-        if not vocab.entries:
-            raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
+        vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
     job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
     report(_plan(len(vocab), job.dim, encoder))
-    if config.engine == "ray" and not isinstance(corpus, Corpus):
-        raise ConfigError(
-            "the Ray engine reads corpus files; texts in memory need engine='local'",
-            field="engine",
-        )
     resumed = resume_from.state if resume_from is not None else None
     state = engine_for(config, corpus).run(job, resumed, checkpointing, report)
+    return _vectors(job, state, started)
+
+
+def _counted_vocabulary(
+    nlp: Any,
+    corpus: Corpus | TextCorpus,
+    config: DistillConfig,
+    report: ProgressCallback,
+    checkpointing: Checkpointing | None,
+) -> Vocabulary:
+    """The corpus words seen ``min_count`` times, at most ``max_vocab`` of them."""
+    counting = _reporting(corpus, "count", report, checkpointing)
+    vocab = Vocabulary.from_corpus(nlp, counting, config.case, config.min_count, config.max_vocab)
+    if not vocab.entries:
+        raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
+    return vocab
+
+
+def _vectors(job: Job, state: PassState, started: float) -> StaticVectors:
+    """The mean vectors of a finished pass, filled and post-processed as ``job`` asks."""
+    vocab, config, corpus = job.vocab, job.config, job.corpus
     means, counts = state.means(len(vocab))
-    seen = state.occurring(len(vocab))
-    stats = state.run_stats()
-    stats.entries = len(vocab)
-    stats.vocabulary = vocabulary_stats(vocab)
-    stats.paths_skipped = {str(path): why for path, why in corpus.skipped.items()}
-    if stats.sentences == 0:
-        raise CorpusError(f"{corpus}: corpus holds no text")
     keep = counts > 0
-    stats.entries_found = int(keep.sum())
-    stats.entries_not_found = [vocab.entries[i] for i in np.flatnonzero(~seen)]
-    stats.entries_not_encoded = [vocab.entries[i] for i in np.flatnonzero(seen & ~keep)]
+    stats = _run_stats(job, state, keep.copy())
     if config.fill_unseen != "none" and not keep.all():
-        _fill(encoder, vocab, config, means, keep, stats)
+        _fill(job.encoder, vocab, config, means, keep, stats)
     if not keep.any():
         raise VocabError(
             f"none of the {len(vocab)} vocabulary entries occurs in the corpus "
@@ -188,12 +195,28 @@ def distill_from_model(
         )
     stats.occurrences_used = int(counts.sum())
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)
-    meta = _metadata(config, encoder, model, corpus, stats)
+    meta = _metadata(config, job.encoder, job.model, corpus, stats)
     rows = np.flatnonzero(keep)
     vectors = StaticVectors([vocab.entries[i] for i in rows], means[rows], counts[rows], meta)
     if config.postprocessing.is_identity:
         return vectors
     return postprocess(vectors, config.postprocessing)
+
+
+def _run_stats(job: Job, state: PassState, found: np.ndarray) -> RunStats:
+    """Every counter of the pass, and which entries it found (``found``: those it encoded)."""
+    stats = state.run_stats()
+    if stats.sentences == 0:
+        raise CorpusError(f"{job.corpus}: corpus holds no text")
+    vocab = job.vocab
+    seen = state.occurring(len(vocab))
+    stats.entries = len(vocab)
+    stats.vocabulary = vocabulary_stats(vocab)
+    stats.paths_skipped = {str(path): why for path, why in job.corpus.skipped.items()}
+    stats.entries_found = int(found.sum())
+    stats.entries_not_found = [vocab.entries[i] for i in np.flatnonzero(~seen)]
+    stats.entries_not_encoded = [vocab.entries[i] for i in np.flatnonzero(seen & ~found)]
+    return stats
 
 
 def _plan(n_entries: int, dim: int, encoder: Encoder) -> Plan:
@@ -325,6 +348,11 @@ def engine_for(config: DistillConfig, corpus: Corpus | TextCorpus) -> Engine:
     Texts in memory cannot be cut into shards: they run in this process.
     """
     if config.engine == "ray":
+        if not isinstance(corpus, Corpus):
+            raise ConfigError(
+                "the Ray engine reads corpus files; texts in memory need engine='local'",
+                field="engine",
+            )
         return RayEngine()
     parallel = (config.workers or 1) > 1 or len(config.devices) > 1
     if parallel and isinstance(corpus, Corpus):

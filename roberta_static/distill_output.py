@@ -15,8 +15,8 @@ from pathlib import Path
 from .atomic import atomic_directory, check_output_dir
 from .engine.checkpoint import CHECKPOINT_DIR, checkpoint_entries
 from .errors import OutputError
-from .formats.exports import ExportFormat, write_exports
-from .vectors.static import StaticVectors, vectors_folder_entries
+from .formats.exports import vectors_folder_entries, write_exports
+from .vectors.static import StaticVectors
 
 OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
 
@@ -56,7 +56,7 @@ def check_output(
 def write_output(
     vectors: StaticVectors,
     out: str | os.PathLike,
-    formats: Iterable[ExportFormat] = (),
+    formats: Iterable[str] = (),
     sif_coefficient: float | None = None,
     *,
     overwrite: bool = False,

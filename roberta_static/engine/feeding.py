@@ -144,13 +144,9 @@ class FedPass:
 
         Returns False when ``stop`` comes first.
         """
-        open_shards = set()
-        for index, shard in enumerate(state.shards):
-            if shard.leftover and not encoding.put(ledger.resumed(index, shard), stop):
-                return False
-            if not shard.done:
-                self.feeder.submit(("encode", index, shard.snapshot()))
-                open_shards.add(index)
+        open_shards = self._start(state, ledger, encoding, stop)
+        if open_shards is None:
+            return False
         while open_shards:
             message = self.feeder.receive(stop)
             if message is None:
@@ -166,6 +162,22 @@ class FedPass:
         done = encoding.wait(stop)
         self.report(start.progress(ledger.total(), self._tokens()))
         return done
+
+    def _start(
+        self, state: PassState, ledger: Ledger, encoding: EncoderThreads, stop: Any
+    ) -> set[int] | None:
+        """Hand the resumed leftovers to the encoders and the shards to read to the feeder.
+
+        Returns the shards being read, or None when a stop comes first.
+        """
+        reading = set()
+        for index, shard in enumerate(state.shards):
+            if shard.leftover and not encoding.put(ledger.resumed(index, shard), stop):
+                return None
+            if not shard.done:
+                self.feeder.submit(("encode", index, shard.snapshot()))
+                reading.add(index)
+        return reading
 
     def _tokens(self) -> int:
         return sum(stats.tokens for stats in self.encoder_stats)

@@ -23,7 +23,7 @@ import queue
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -205,18 +205,22 @@ class RayPass:
 
         if entry.leftover:
             add(self.ray.put(entry.leftover), None)
-        item = ShardEnd(entry.snapshot())  # a shard done but for its leftover
-        if not entry.done:
-            chunks = self.produce_task.remote(self.run_id, self.setup, entry.snapshot())
-            try:
-                while not isinstance(item := self._get([self._next(chunks)])[0], ShardEnd):
-                    add(self._next(chunks), Work(item.bytes_done, item.sentences))
-            except _Cancelled:
-                self.ray.cancel(chunks)
-                raise
+        # A shard done but for its leftover ends where it is.
+        end = self._produce(entry, add) if not entry.done else ShardEnd(entry.snapshot())
         for ref, done in adds:
             self._added(index, ref, done)
-        return item, payloads
+        return end, payloads
+
+    def _produce(self, entry: ShardState, add: Callable[[Any, Work], None]) -> ShardEnd:
+        """Run the shard's task, handing each chunk's batches to ``add``; the shard's end."""
+        chunks = self.produce_task.remote(self.run_id, self.setup, entry.snapshot())
+        try:
+            while not isinstance(item := self._get([self._next(chunks)])[0], ShardEnd):
+                add(self._next(chunks), Work(item.bytes_done, item.sentences))
+        except _Cancelled:
+            self.ray.cancel(chunks)
+            raise
+        return item
 
     def _finish(self, actor: Any, index: int, chunks: int) -> PassState | list[int]:
         return self._get([actor.finish.remote(index, chunks)])[0]
