@@ -72,7 +72,6 @@ from .options import (
     default,
     least,
     make_config,
-    quiet_transformers,
 )
 
 
@@ -192,6 +191,8 @@ def _run(
     from .progress import DistillProgress
 
     out = checkpointing.folder
+    from roberta_static.model.loading import quiet_transformers
+
     quiet_transformers()
     with stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
         try:

@@ -24,7 +24,6 @@ from .options import (
     TEXT_FIELD,
     TRUST_REMOTE_CODE,
     DType,
-    quiet_transformers,
 )
 
 
@@ -88,6 +87,8 @@ def finetune_command(
         from .progress import FinetuneProgressBar
 
         stop = StopRequest()
+        from roberta_static.model.loading import quiet_transformers
+
         quiet_transformers()
         with output_lock(out), stop_on_signals(stop), FinetuneProgressBar(disable=quiet) as bar:
             try:

@@ -65,11 +65,3 @@ DATASETS = Opt(["simlex999", "wordsim353"], "--dataset", "-d", help="Word-pair d
 def make_config(**options: Any) -> DistillConfig:
     """Build the config from command options, reading enum choices as their values."""
     return DistillConfig(**{k: getattr(v, "value", v) for k, v in options.items()})
-
-
-def quiet_transformers() -> None:
-    """Our progress bar and one-line errors replace transformers' warnings and loading bars."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()

@@ -43,7 +43,6 @@ from .options import (
     Pool,
     least,
     make_config,
-    quiet_transformers,
 )
 
 if TYPE_CHECKING:
@@ -155,9 +154,11 @@ def sweep_command(
 
         with output_lock(out):
             check_sweep_folder(out, overwrite)
+            # torch, transformers and spaCy load only once the options and paths have passed.
+            from roberta_static.model.loading import quiet_transformers
+
             from .progress import DistillProgress
 
-            # torch, transformers and spaCy load only once the options and paths have passed.
             quiet_transformers()
             with DistillProgress(disable=quiet) as bar:
                 results = run_sweep(corpus, vocab, config, dataset, progress=bar.update)

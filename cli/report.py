@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ._util import Flag, Opt, one_line_errors
-from .options import TRUST_REMOTE_CODE, VECTORS_IN, quiet_transformers
+from .options import TRUST_REMOTE_CODE, VECTORS_IN
 from .quality import warn_coverage
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ def report_command(
         for unknown in data.words_without_vectors:
             typer.echo(f"warning: --words: {unknown!r} has no vector; left out", err=True)
         if static is not None:
+            from roberta_static.model.loading import quiet_transformers
+
             quiet_transformers()
             data.layer_view = load_layer_view(
                 model, static, sentence, word, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle

@@ -37,8 +37,6 @@ TORCH_OUTSIDE_MODEL = {
     # model/loading.py needs, stays a leaf without torch: see test_the_light_modules_...).
     "roberta_static.finetune.training": "Hugging Face's Trainer and its callbacks",
     "roberta_static.finetune.data": "the Trainer's IterableDataset and masking collators",
-    # To move into model/ after the CLI's thinning:
-    "roberta_static.cli.options": "quiet_transformers: transformers' logging for the commands",
 }
 # `python -m roberta_static` runs the command line: the one core module that may import cli/.
 MAIN = "roberta_static.__main__"

@@ -23,10 +23,10 @@ import numpy as np
 from ..atomic import missing_folders, remove_if_empty, write_failed
 from ..config import DistillConfig
 from ..errors import ConfigError, Interrupted
+from ..formats.native import META_FILE
 from ..stopping import Checkpointing, StopNow
 from ..text.corpus import Corpus, Position, corpus_identity
 from ..text.shards import Shard
-from ..vectors.static import META_FILE
 from .state import PassState, ShardState
 from .stats import RunStats
 

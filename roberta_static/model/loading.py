@@ -163,3 +163,11 @@ def model_fingerprint(name: str, model: nn.Module) -> dict[str, str | None]:
                 "sha256": digest.hexdigest(),
             }
     return {"path": str(path.resolve())}
+
+
+def quiet_transformers() -> None:
+    """Our progress bar and one-line errors replace transformers' warnings and loading bars."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

@@ -26,7 +26,6 @@ import numpy as np
 from ..atomic import atomic_directory
 from ..errors import ConfigError, KeyNotFoundError
 from ..formats import exports, native
-from ..formats.native import META_FILE as META_FILE  # engine/checkpoint.py reads it from here
 from .data import VectorData
 from .queries import cosines, query_vector, top_rows, unit
 

@@ -1,10 +1,10 @@
 """The pass on a Ray cluster (``engine="ray"``): shard tasks feed encoder actors.
 
-One Ray task per shard runs the CPU side over it (the function a worker process of
-:mod:`roberta_static.engine.local` runs) and streams its chunks of numpy batches (a generator task).
+One Ray task per shard runs the CPU side over it (the producer a worker process of
+:mod:`.local` runs) and streams its chunks of numpy batches (a generator task).
 Encoder actors, one per GPU (or ``encoders`` on CPU), hold the model and sum each shard's batches
-apart, in float64. A shard's sums reach the driver once the shard is complete, and the driver
-merges them in shard order: the result is the serial pass's up to float rounding.
+apart, in float64. A shard's state reaches the driver once the shard is complete, and the driver
+merges the states in shard order: the result is the serial pass's up to float rounding.
 
 Faults: Ray runs a killed shard task again (its replay yields the same chunks) and restarts a
 killed actor, sending it the calls it had not answered. A restarted actor has lost its partial
@@ -13,7 +13,7 @@ shard's chunks until the shard is merged). An actor adds a chunk number once, so
 or counted twice.
 
 Checkpoints hold the shards merged so far and the others at the state they started from; they
-are the local parallel pass's checkpoints, so either engine resumes the other's.
+are every engine's checkpoints, so any engine resumes them.
 """
 
 from __future__ import annotations
