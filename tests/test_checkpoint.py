@@ -471,9 +471,9 @@ def test_an_option_refused_on_resume_names_its_flag_and_asks_no_fix_of_the_input
     assert (out / ".checkpoint").exists()
 
 
-@pytest.mark.parametrize("engine", ["local", "ray"])
-def test_a_one_process_checkpoint_resumes_with_workers_or_ray(
-    engine, roberta_dir, long_corpus, vocab_file, tmp_path
+@pytest.mark.parametrize("options", [{"workers": 2}, {"device": "cpu,cpu"}, {"engine": "ray"}])
+def test_a_one_process_checkpoint_resumes_with_workers_devices_or_ray(
+    options, roberta_dir, long_corpus, vocab_file, tmp_path
 ):
     config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8, max_contexts=0)
     whole = distill(long_corpus, vocab_file, config)
@@ -481,9 +481,7 @@ def test_a_one_process_checkpoint_resumes_with_workers_or_ray(
     checkpoint_first_chunk(long_corpus, vocab_file, config, out)
     saved = load_checkpoint(out)
     assert len(saved.state.shards) == 1 and not saved.state.shards[0].done
-    resumed = distill(
-        long_corpus, vocab_file, config.replace(workers=2, engine=engine), resume_from=saved
-    )
+    resumed = distill(long_corpus, vocab_file, config.replace(**options), resume_from=saved)
     assert resumed.words == whole.words
     np.testing.assert_allclose(resumed.vectors, whole.vectors, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(resumed.counts, whole.counts)

@@ -325,22 +325,3 @@ def test_an_unavailable_device_is_refused_before_the_model_loads(no_model, corpu
     config = DistillConfig(model="any", device="cpu,cuda:7")
     with pytest.raises(ConfigError, match="device: cuda:7 is not available on this machine"):
         distill(corpus_file, ["cat"], config)
-
-
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"workers": 2}, "workers: the checkpoint is of a run in one process"),
-        ({"device": "cpu,cpu"}, "device: the checkpoint is of a run in one process"),
-        ({"engine": "ray"}, "engine: the checkpoint is of a run in one process"),
-    ],
-)
-def test_a_one_process_checkpoint_refuses_workers_devices_and_ray(
-    no_model, corpus_file, options, message
-):
-    from types import SimpleNamespace
-
-    one_process = SimpleNamespace(shards=None)  # what distill reads before loading the model
-    config = DistillConfig(model="any", **options)
-    with pytest.raises(ConfigError, match=message):
-        distill(corpus_file, ["cat"], config, resume_from=one_process)

@@ -180,16 +180,16 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
 def test_no_checkpoint_is_written_before_the_first_shard_is_merged(
     corpus_folder, vocab_file, config, tmp_path, monkeypatch
 ):
-    import roberta_static.engine.ray.driver as engine
+    from roberta_static.engine.checkpoint import Saver
 
     done_when_saved = []
-    save_shards = engine.save_shards
+    save = Saver.save
 
-    def recording(checkpointing, config, corpus, vocab, states, result):
-        done_when_saved.append(sum(state.done for state in states))
-        save_shards(checkpointing, config, corpus, vocab, states, result)
+    def recording(saver, state):
+        done_when_saved.append(sum(shard.done for shard in state.shards))
+        save(saver, state)
 
-    monkeypatch.setattr(engine, "save_shards", recording)
+    monkeypatch.setattr(Saver, "save", recording)
     ray_config = config.replace(engine="ray", encoders=1, max_contexts=0)
     distill(corpus_folder, vocab_file, ray_config, checkpointing=Checkpointing(tmp_path, 1e-6))
     assert done_when_saved and min(done_when_saved) >= 1
