@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import errno
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
 from roberta_static.atomic import output_lock
 from roberta_static.config import DistillConfig
-from roberta_static.distill_output import check_output, write_output
+from roberta_static.distill_output import check_output, says_how_to_go_on, write_output
 from roberta_static.engine.checkpoint import CHECKPOINT_DIR, Checkpoint
 from roberta_static.errors import (
     ConfigError,
     Interrupted,
-    OutputError,
-    RobertaStaticError,
     short_list,
 )
 from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
@@ -155,7 +150,7 @@ def distill_command(
                 check_readable(_corpus_files(corpus))
             _check_engine_options(ctx, config)
             checkpointing = Checkpointing(out, checkpoint_every)
-            with _says_how_to_go_on(out, saved, checkpointing):
+            with says_how_to_go_on(out, saved is not None, checkpointing):
                 vectors = _run(corpus, vocab, config, checkpointing, saved, quiet)
                 write_output(
                     vectors, out, export_formats, sif_coefficient, overwrite=overwrite,
@@ -204,31 +199,6 @@ def _run(
         except StopNow:
             raise Interrupted(_stopped_before_any_batch(out, saved is not None)) from None
     return vectors
-
-
-@contextmanager
-def _says_how_to_go_on(
-    out: Path, saved: Checkpoint | None, checkpointing: Checkpointing
-) -> Iterator[None]:
-    """Errors once the work is kept in a checkpoint say how to go on: fix or free space, resume.
-
-    The checkpoint is this run's, or the one it resumed; a stop says how to resume by itself.
-    """
-    try:
-        yield
-    except RobertaStaticError as error:
-        # An option refused (with --resume, say) leaves the checkpoint as it was: no "go on".
-        if isinstance(error, Interrupted | ConfigError) or (
-            saved is None and not checkpointing.written
-        ):
-            raise
-        if not isinstance(error, OutputError):
-            then = f"the work before it is kept in {out / CHECKPOINT_DIR}: fix the input, then"
-        elif error.errno in (errno.ENOSPC, errno.EDQUOT):
-            then = "free space, then"
-        else:
-            then = "once it can be written,"
-        raise type(error)(f"{error}; {then} resume with: roberta-static distill --resume {out}") from None
 
 
 def _corpus_files(paths: list[Path]) -> list[Path]:

@@ -3,19 +3,23 @@
 Before a run, :func:`check_output` refuses a folder the finished vectors could not replace, so no
 work is done for nothing; after it, :func:`write_output` writes the vectors and their exports into
 the folder in one atomic swap. A distill folder holds vectors (with exports), the checkpoint of an
-unfinished run (``.checkpoint/``), or both while a run over an earlier output is under way.
+unfinished run (``.checkpoint/``), or both while a run over an earlier output is under way; an
+error once work is kept there says how to go on (:func:`says_how_to_go_on`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .atomic import atomic_directory, check_output_dir
 from .engine.checkpoint import CHECKPOINT_DIR, checkpoint_entries
-from .errors import OutputError
+from .errors import ConfigError, Interrupted, OutputError, RobertaStaticError
 from .formats.exports import vectors_folder_entries, write_exports
+from .stopping import Checkpointing
 from .vectors.static import StaticVectors
 
 OUTPUT_KINDS = (vectors_folder_entries, checkpoint_entries)
@@ -90,3 +94,26 @@ def write_output(
         vectors.write_into(staging)
         write_exports(vectors, staging, formats, sif_coefficient)
     return Path(out)
+
+
+@contextmanager
+def says_how_to_go_on(out: Path, resumed: bool, checkpointing: Checkpointing) -> Iterator[None]:
+    """Errors once the work is kept in a checkpoint say how to go on: fix or free space, resume.
+
+    The checkpoint is this run's, or the one it ``resumed``; a stop says how to resume by itself.
+    """
+    try:
+        yield
+    except RobertaStaticError as error:
+        # An option refused (with --resume, say) leaves the checkpoint as it was: no "go on".
+        if isinstance(error, Interrupted | ConfigError) or not (resumed or checkpointing.written):
+            raise
+        if not isinstance(error, OutputError):
+            then = f"the work before it is kept in {out / CHECKPOINT_DIR}: fix the input, then"
+        elif error.errno in (errno.ENOSPC, errno.EDQUOT):
+            then = "free space, then"
+        else:
+            then = "once it can be written,"
+        raise type(error)(
+            f"{error}; {then} resume with: roberta-static distill --resume {out}"
+        ) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 
 import numpy as np
@@ -10,8 +11,8 @@ from gensim.models import KeyedVectors
 from test_atomic import snapshot, user_folder
 
 from roberta_static import DistillConfig, distill
-from roberta_static.distill_output import check_output, write_output
-from roberta_static.errors import Interrupted, OutputError, VectorsError
+from roberta_static.distill_output import check_output, says_how_to_go_on, write_output
+from roberta_static.errors import ConfigError, CorpusError, Interrupted, OutputError, VectorsError
 from roberta_static.stopping import Checkpointing
 from roberta_static.vectors.static import StaticVectors
 
@@ -94,3 +95,39 @@ def test_write_output_that_fails_leaves_the_folder_as_it_was(tmp_path):
     with pytest.raises(VectorsError, match="NaN"):
         write_output(broken, out, ["kv"], overwrite=True)
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("error", "then"),
+    [
+        (
+            CorpusError("docs.jsonl:3: not valid JSON"),
+            "the work before it is kept in {checkpoint}: fix the input, then",
+        ),
+        (OutputError(errno.ENOSPC, "No space left on device"), "free space, then"),
+        (OutputError(errno.EACCES, "Permission denied"), "once it can be written,"),
+    ],
+)
+def test_an_error_once_work_is_kept_says_how_to_go_on(error, then, tmp_path):
+    checkpointing = Checkpointing(tmp_path)
+    checkpointing.written = True
+    with pytest.raises(type(error)) as raised, says_how_to_go_on(tmp_path, False, checkpointing):
+        raise error
+    then = then.format(checkpoint=tmp_path / ".checkpoint")
+    assert (
+        str(raised.value)
+        == f"{error}; {then} resume with: roberta-static distill --resume {tmp_path}"
+    )
+
+
+def test_an_error_before_any_work_is_kept_or_a_refused_option_is_left_as_it_is(tmp_path):
+    nothing_kept = Checkpointing(tmp_path)
+    with (
+        pytest.raises(CorpusError, match=r"^bad line$"),
+        says_how_to_go_on(tmp_path, False, nothing_kept),
+    ):
+        raise CorpusError("bad line")
+    for error in (ConfigError("layers: refused"), Interrupted("stopped; resume with: ...")):
+        with pytest.raises(type(error)) as raised, says_how_to_go_on(tmp_path, True, nothing_kept):
+            raise error
+        assert str(raised.value) == str(error)
