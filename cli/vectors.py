@@ -52,6 +52,18 @@ def info_command(
                 typer.echo(f"  {key}: {short_list(value) if long else value}")
         for item in meta.get("corpus", []):
             typer.echo(f"corpus: {item['path']} ({item['bytes']:,} bytes)")
+        if "encoder_wait_seconds" in meta.get("stats", {}):
+            typer.echo(_encoder_line(meta["stats"]))
+
+
+def _encoder_line(stats: dict) -> str:
+    """How busy the encoder side was: a starved encoder waits for input most of the run."""
+    waited, seconds = stats["encoder_wait_seconds"], max(stats["seconds"], 1e-9)
+    return (
+        f"encoder: {stats['batches']:,} batches, {stats['tokens'] / max(stats['batches'], 1):,.0f} "
+        f"tokens each; waited for input {waited:,.1f} s of the run's {seconds:,.1f} s "
+        f"({waited / seconds:.0%})"
+    )
 
 
 # fmt: off

@@ -61,6 +61,9 @@ def test_distill_examples_and_every_export(roberta_dir, tmp_path):
     assert similar.exit_code == 0 and len(similar.output.strip().splitlines()) == 3
     info = run("info", out)
     assert info.exit_code == 0 and "entries x 32 dimensions" in info.output
+    stats = vecs.meta["stats"]
+    waited = f"waited for input {stats['encoder_wait_seconds']:,.1f} s of the run's"
+    assert f"encoder: {stats['batches']:,} batches, " in info.output and waited in info.output
 
     again = run(*examples)
     assert again.exit_code == 1 and "pass --overwrite" in again.output

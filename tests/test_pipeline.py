@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import threading
 import unicodedata
 from collections import Counter
 from dataclasses import replace
@@ -325,3 +326,35 @@ def test_an_unavailable_device_is_refused_before_the_model_loads(no_model, corpu
     config = DistillConfig(model="any", device="cpu,cuda:7")
     with pytest.raises(ConfigError, match="device: cuda:7 is not available on this machine"):
         distill(corpus_file, ["cat"], config)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_meta_counts_the_encoder_s_batches_and_the_time_it_waited_for_them(
+    workers, roberta_dir, tmp_path, vocab_file, monkeypatch
+):
+    from roberta_static.engine.producer import Producer
+    from roberta_static.text.corpus import Corpus
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS_LINES * 10) + "\n")
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8, workers=workers
+    )
+    model, tokenizer = load_pretrained(config)
+    forwards = []
+    model.register_forward_pre_hook(lambda module, args: forwards.append(1))
+    make_chunk, chunks = Producer._chunk, []
+
+    def slow_chunk(self, *args):  # a CPU side much slower than the tiny encoder: it waits
+        chunks.append(1)
+        threading.Event().wait(0.1)
+        return make_chunk(self, *args)
+
+    if workers == 1:  # worker processes build their own producer
+        monkeypatch.setattr(Producer, "_chunk", slow_chunk)
+    vocab = Vocabulary.from_file(vocab_file, "lower")
+    stats = distill_from_model(model, tokenizer, Corpus([corpus]), vocab, config).meta["stats"]
+    assert stats["batches"] == len(forwards) > 3
+    assert 0 < stats["encoder_wait_seconds"] < stats["seconds"]
+    if workers == 1:  # most of the 0.1 s each chunk took, with a wide margin for a loaded machine
+        assert stats["encoder_wait_seconds"] >= 0.025 * len(chunks) > 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -216,12 +217,12 @@ class EncoderThreads:
     def _work(
         self, encoder: Encoder, accumulator: Accumulator, stats: RunStats, config: DistillConfig
     ) -> None:
-        while (item := self.batches.get()) is not None:
-            chunk, number = item
+        while (item := self._next()) is not None:
+            (chunk, number), waited = item
             try:
                 if self.failure is None and not self.ledger.closed:
                     batch = chunk.batches[number]
-                    counted = RunStats()
+                    counted = RunStats(encoder_wait_seconds=waited)
                     hidden = encode(encoder, batch, counted)
                     summing = partial(_sum, hidden, batch, accumulator, config, stats, counted)
                     self.ledger.add(chunk, number, summing)
@@ -234,6 +235,12 @@ class EncoderThreads:
                 self.ledger.close()
             finally:
                 self.batches.task_done()
+
+    def _next(self) -> tuple[tuple[SentChunk, int], float] | None:
+        """The next batch to sum and the seconds waited for it; None at the end."""
+        started = time.perf_counter()
+        item = self.batches.get()
+        return None if item is None else (item, time.perf_counter() - started)
 
     def _cut_short(self, module: Any, args: Any) -> None:
         if self.ledger.closed or self._stopping():
@@ -287,8 +294,8 @@ def _sum(
     counted: RunStats,
 ) -> None:
     """Sum a batch and count it, in one step of the ledger (a snapshot sees both or neither)."""
-    accumulate(hidden, batch, accumulator, config, stats)
-    stats.batches_recomputed_float32 += counted.batches_recomputed_float32
+    accumulate(hidden, batch, accumulator, config, counted)
+    stats.add(counted)
 
 
 def _put(batches: queue.Queue, item: Any) -> bool:

@@ -14,7 +14,10 @@ class RunStats:
     ``entries_not_encoded`` those that occur, but never in a form the encoder could read (each
     occurrence longer than the model's input window, or without subwords). Neither has a
     contextual vector; ``fill_unseen`` may still give them one. ``paths_skipped`` names what the
-    corpus folders hold that was not read, with why (see ``corpus_files.CorpusFiles``).
+    corpus folders hold that was not read, with why (see ``text.files.CorpusFiles``).
+    ``batches`` counts the encoder's batches; ``encoder_wait_seconds`` the time the encoder side
+    waited for a batch to arrive (summed over encoders): a large share of ``seconds`` means the
+    CPU side cannot keep the encoder busy.
     """
 
     text_units: int = 0
@@ -28,7 +31,9 @@ class RunStats:
     occurrences_used: int = 0
     occurrences_without_subwords: int = 0
     occurrences_too_long: int = 0
+    batches: int = 0
     batches_recomputed_float32: int = 0
+    encoder_wait_seconds: float = 0.0
     bad_bytes: int = 0
     stopped_early: bool = False
     binary_files_skipped: list[str] = field(default_factory=list)
@@ -57,6 +62,8 @@ class RunStats:
         return merged
 
     def add(self, counters: Any) -> None:
-        """Add the counters of a dataclass whose fields this one has too (the subword encoder's)."""
+        """Add the numbers of a dataclass whose fields this one has too (a batch's, say)."""
         for item in fields(counters):
-            setattr(self, item.name, getattr(self, item.name) + getattr(counters, item.name))
+            value = getattr(counters, item.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                setattr(self, item.name, getattr(self, item.name) + value)

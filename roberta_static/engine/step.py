@@ -24,6 +24,7 @@ def accumulate(
 ) -> None:
     """Add one batch's hidden states at its occurrences, and count its tokens."""
     accumulator.add(hidden, batch, config.pool, config.combine)
+    stats.batches += 1
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
 

@@ -6,6 +6,7 @@ See :mod:`.driver` for the driver, which schedules them and merges the sums.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -109,6 +110,7 @@ class EncoderActor:
         self.entries = entries
         self.dim = self.encoder.output_dim(config.combine)
         self.partial: dict[int, _Partial] = {}
+        self.idle_since = time.perf_counter()
 
     def add(self, shard: int, number: int, batches: list[Batch]) -> int:
         """Add chunk ``number`` of ``shard`` unless already added; returns the tokens encoded."""
@@ -119,12 +121,15 @@ class EncoderActor:
             )
         if number in part.chunks:
             return 0
+        # An actor's calls run one at a time: the time since its last one, it waited for input.
+        part.stats.encoder_wait_seconds += time.perf_counter() - self.idle_since
         tokens = part.stats.tokens
         for batch in batches:
             # Arrays from the object store are read-only, and torch warns about such arrays.
             batch = Batch(*(np.array(getattr(batch, f.name)) for f in fields(Batch)))
             add_batch(self.encoder, batch, part.accumulator, self.config, part.stats)
         part.chunks.add(number)
+        self.idle_since = time.perf_counter()
         return part.stats.tokens - tokens
 
     def finish(self, shard: int, chunks: int) -> PassState | list[int]:
