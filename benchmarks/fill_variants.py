@@ -32,7 +32,7 @@ from roberta_static import DistillConfig, StaticVectors
 from roberta_static.api import decontextualized, distill_from_model
 from roberta_static.model.encoder import Encoder
 from roberta_static.model.loading import load_pretrained
-from roberta_static.model.pooling import Accumulator, output_dim
+from roberta_static.model.pooling import Accumulator
 from roberta_static.quality.evaluate import dataset_path, find_key, read_pairs
 from roberta_static.text.corpus import Corpus
 from roberta_static.text.vocab import MatchedSentence, Vocabulary
@@ -125,8 +125,7 @@ def average_in(
     encoder: Encoder, config: DistillConfig, n_entries: int, sentences: list[MatchedSentence]
 ) -> np.ndarray:
     """Each entry's vector averaged over its occurrences in ``sentences`` (rows as spans say)."""
-    dim = output_dim(encoder.hidden_size, len(encoder.layers), config.combine)
-    accumulator = Accumulator(n_entries, dim, encoder.device)
+    accumulator = Accumulator(n_entries, encoder.output_dim(config.combine), encoder.device)
     for batch in encoder.batches(encoder.subwords.encode(sentences)):
         accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
     return accumulator.means()[0]

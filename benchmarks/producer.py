@@ -33,7 +33,8 @@ from throughput import corpus_lines, default_model, vocabulary_words  # noqa: E4
 
 from roberta_static import DistillConfig
 from roberta_static.engine.producer import Producer
-from roberta_static.engine.state import PassState
+from roberta_static.engine.sharding import whole_corpus
+from roberta_static.engine.state import ShardState
 from roberta_static.text.corpus import Corpus
 from roberta_static.text.segment import load_segmenter
 from roberta_static.text.shards import Shard, plan_shards
@@ -65,15 +66,12 @@ def _ready(_: int) -> bool:
     return _producer is not None
 
 
-def tokens_of(producer: Producer, entries: int, start: Shard | None = None) -> int:
-    """Model tokens of every batch the producer makes over ``start`` (all the corpus if None)."""
-    state = PassState.fresh(entries, producer.config)
-    stop = None
-    if start is not None:
-        state.position, stop = start.start, start.stop
-    return sum(
-        batch.real_tokens for chunk in producer.chunks(state, stop) for batch in chunk.batches
-    )
+def tokens_of(producer: Producer, entries: int, shard: Shard | None = None) -> int:
+    """Model tokens of every batch the producer makes over ``shard`` (all the corpus if None)."""
+    state = whole_corpus(producer.corpus, entries, producer.config)
+    if shard is not None:
+        state = ShardState.fresh(shard, state.quota)
+    return sum(batch.real_tokens for chunk in producer.chunks(state) for batch in chunk.batches)
 
 
 def _shard_tokens(shard: Shard) -> int:
