@@ -74,7 +74,7 @@ def test_stopped_run_resumes_to_identical_vectors_and_stats(
         str(messy_corpus / "a.dat")
     ]
     for key, value in stats.items():
-        if key != "seconds":
+        if key not in ("seconds", "encoder_wait_seconds"):  # the time it took, not what it did
             assert resumed.meta["stats"][key] == value, key
 
 
@@ -212,7 +212,7 @@ def test_a_stop_comes_after_the_batch_in_hand_and_resumes_identical(
     np.testing.assert_array_equal(resumed.vectors, whole.vectors)
     np.testing.assert_array_equal(resumed.counts, whole.counts)
     for key, value in whole.meta["stats"].items():
-        if key != "seconds":
+        if key not in ("seconds", "encoder_wait_seconds"):  # the time it took, not what it did
             assert resumed.meta["stats"][key] == value, key
 
 
