@@ -532,3 +532,27 @@ def test_one_process_saves_every_every_seconds_inside_one_long_chunk(
     # Saved again and again as the chunk's batches were summed, its leftover shrinking.
     assert len(set(left_when_saved)) >= 3
     assert left_when_saved == sorted(left_when_saved, reverse=True)
+
+
+def test_an_older_checkpoint_is_refused_in_one_line_and_overwrite_starts_again(
+    roberta_dir, short_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(short_corpus, vocab_file, config, out)
+    state = out / ".checkpoint" / "state.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "format": 2}))
+    resumed = CliRunner().invoke(app, ["distill", "--resume", str(out), "-q"])
+    assert resumed.exit_code == 1
+    assert resumed.output == (
+        f"error: {out / '.checkpoint'}: written by an older roberta-static (checkpoint format 2), "
+        "which this one cannot resume; run the distill command again with --overwrite instead of "
+        "--resume\n"
+    )
+    again = CliRunner().invoke(
+        app,
+        ["distill", str(short_corpus), "--vocab", str(vocab_file), "--model", str(roberta_dir),
+         "-l", "1", "--out", str(out), "--overwrite", "-q"],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert (out / "vectors.npy").exists() and not (out / ".checkpoint").exists()
