@@ -31,23 +31,24 @@ def export_command(
 
 # fmt: off
 def info_command(
-    vectors: Path = Arg(..., help="A vectors folder written by distill", show_default=False),
+    vectors: Path = VECTORS_IN,
     as_json: bool = Flag("--json", help="Print meta.json as it is"),
+    allow_pickle: bool = ALLOW_PICKLED_VECTORS,
 ) -> None:
     # fmt: on
     """Print a vectors folder's size, model, options and run statistics."""
     with one_line_errors():
         from roberta_static.vectors.static import StaticVectors
 
-        vecs = StaticVectors.load(vectors)
+        vecs = StaticVectors.load(vectors, allow_pickle=allow_pickle)
         if as_json:
             typer.echo(json.dumps(vecs.meta, indent=2, ensure_ascii=False))
             return
         meta = vecs.meta
         typer.echo(f"{vectors}: {len(vecs):,} entries x {vecs.dim} dimensions")
-        for section in ("model", "config", "stats"):
+        for section in (name for name in ("model", "config", "stats") if meta.get(name)):
             typer.echo(f"{section}:")
-            for key, value in meta.get(section, {}).items():
+            for key, value in meta[section].items():
                 long = isinstance(value, list) and len(value) > 10  # entries never found, say
                 typer.echo(f"  {key}: {short_list(value) if long else value}")
         for item in meta.get("corpus", []):

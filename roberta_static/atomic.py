@@ -216,11 +216,19 @@ def _same_file(path: Path, handle: int) -> bool:
 
 
 def check_not_source(out: Path, source: Path) -> None:
-    """Refuse to write the output into the folder it is read from, by any name or link."""
+    """Refuse to write the output into the folder it is read from, or one holding it.
+
+    By any name or link: writing replaces ``out`` whole, and with it what is read.
+    """
     if out.resolve() == source.resolve():
         named = "" if out == source else f" ({source})"
         raise OutputError(
             f"{out}: is the folder being read{named}, which writing would replace; "
+            "choose another output folder"
+        )
+    if out.resolve() in source.resolve().parents:
+        raise OutputError(
+            f"{out}: holds {source}, which is being read and which writing would replace; "
             "choose another output folder"
         )
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from .atomic import atomic_directory, check_output_dir
 from .engine.checkpoint import CHECKPOINT_DIR, checkpoint_entries
 from .errors import ConfigError, Interrupted, OutputError, RobertaStaticError
-from .formats.exports import vectors_folder_entries, write_exports
+from .formats.exports import parse_formats, vectors_folder_entries, write_exports
 from .stopping import Checkpointing
 from .vectors.static import StaticVectors
 
@@ -90,6 +90,7 @@ def write_output(
         >>> write_output(vectors, "out", ["kv"])  # doctest: +SKIP
 
     """
+    formats = parse_formats(formats)  # an unknown name is refused before anything is written
     with atomic_directory(out, overwrite or finishes_checkpoint, OUTPUT_KINDS) as staging:
         vectors.write_into(staging)
         write_exports(vectors, staging, formats, sif_coefficient)

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 from roberta_static import DistillConfig, distill
 from roberta_static.api import distill_from_model
 from roberta_static.cli import app
-from roberta_static.engine.checkpoint import load_checkpoint, save_checkpoint
+from roberta_static.engine.checkpoint import Saver, load_checkpoint, save_checkpoint
 from roberta_static.errors import ConfigError, Interrupted, OutputError
 from roberta_static.model.loading import load_pretrained
 from roberta_static.stopping import Checkpointing, StopNow
@@ -504,3 +505,54 @@ def test_distill_refuses_to_resume_with_a_changed_option_or_corpus(
         handle.write(b"X")
     with pytest.raises(ConfigError, match="changed since the checkpoint"):
         distill(long_corpus, vocab_file, config, resume_from=saved)
+
+
+def test_one_process_saves_every_every_seconds_inside_one_long_chunk(
+    roberta_dir, short_corpus, vocab_file, tmp_path, monkeypatch
+):
+    # One chunk of many batches, and an encoder slower than the checkpoints are frequent.
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=100_000,
+        batch_tokens=64, max_length=64,
+    )  # fmt: skip
+    model, tokenizer = load_pretrained(config)
+    model.register_forward_pre_hook(lambda module, args: time.sleep(0.02))
+    left_when_saved, save = [], Saver.save
+
+    def recording(saver, state):
+        left_when_saved.append(sum(len(shard.leftover) for shard in state.shards))
+        save(saver, state)
+
+    monkeypatch.setattr(Saver, "save", recording)
+    checkpointing = Checkpointing(tmp_path / "out", every_seconds=0.05)
+    distill_from_model(
+        model, tokenizer, Corpus([short_corpus]), _vocab(vocab_file), config,
+        checkpointing=checkpointing,
+    )  # fmt: skip
+    # Saved again and again as the chunk's batches were summed, its leftover shrinking.
+    assert len(set(left_when_saved)) >= 3
+    assert left_when_saved == sorted(left_when_saved, reverse=True)
+
+
+def test_an_older_checkpoint_is_refused_in_one_line_and_overwrite_starts_again(
+    roberta_dir, short_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=8)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(short_corpus, vocab_file, config, out)
+    state = out / ".checkpoint" / "state.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "format": 2}))
+    resumed = CliRunner().invoke(app, ["distill", "--resume", str(out), "-q"])
+    assert resumed.exit_code == 1
+    assert resumed.output == (
+        f"error: {out / '.checkpoint'}: written by an older roberta-static (checkpoint format 2), "
+        "which this one cannot resume; run the distill command again with --overwrite instead of "
+        "--resume\n"
+    )
+    again = CliRunner().invoke(
+        app,
+        ["distill", str(short_corpus), "--vocab", str(vocab_file), "--model", str(roberta_dir),
+         "-l", "1", "--out", str(out), "--overwrite", "-q"],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert (out / "vectors.npy").exists() and not (out / ".checkpoint").exists()

@@ -552,6 +552,26 @@ def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_pat
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("command", ["postprocess", "spacy-init"])
+@pytest.mark.parametrize("export_format", ["word2vec", "model2vec"])
+def test_a_command_never_writes_over_the_folder_holding_the_file_it_reads(
+    command, export_format, tmp_path
+):
+    vectors = tmp_path / "vectors"
+    StaticVectors(["cat", "dog"], np.eye(2), np.array([2, 1])).save(vectors)
+    export(vectors, [export_format])
+    source = vectors / {"word2vec": "vectors.txt", "model2vec": "model2vec"}[export_format]
+    before = snapshot(tmp_path)
+    args = {"postprocess": [source, vectors, "--center"], "spacy-init": [source, vectors]}[command]
+    result = run(command, *args, "--overwrite")
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {vectors}: holds {source}, which is being read and which writing would replace; "
+        "choose another output folder\n"
+    )
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("command", WRITERS)
 def test_a_second_run_into_a_held_output_folder_is_refused_at_once(
     command, roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch

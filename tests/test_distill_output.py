@@ -131,3 +131,10 @@ def test_an_error_before_any_work_is_kept_or_a_refused_option_is_left_as_it_is(t
         with pytest.raises(type(error)) as raised, says_how_to_go_on(tmp_path, True, nothing_kept):
             raise error
         assert str(raised.value) == str(error)
+
+
+def test_write_output_refuses_an_unknown_format_before_writing_anything(tmp_path):
+    vectors = StaticVectors(["cat", "dog"], np.eye(2, dtype=np.float32), np.array([2, 1]))
+    with pytest.raises(ConfigError, match=r"unknown \['foo'\]; expected some of kv, "):
+        write_output(vectors, tmp_path / "out", ["foo"])
+    assert not (tmp_path / "out").exists()

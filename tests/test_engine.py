@@ -211,7 +211,7 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
         {"model": "m"}, ["/a.txt"], [{"path": "/a.txt"}], ["x", "y", "z"], {"counted": 0}, state
     )
     save_checkpoint(tmp_path, written)
-    read = load_checkpoint(tmp_path)
+    read = load_checkpoint(str(tmp_path))  # a path as a string too
     assert (read.config, read.files, read.corpus, read.entries, read.vocabulary) == (
         written.config,
         written.files,
@@ -244,7 +244,9 @@ def test_a_checkpoint_of_an_older_format_is_refused_in_one_line(tmp_path):
     (folder / "state.json").write_text('{"format": 2}')
     with pytest.raises(
         ConfigError,
-        match=r"checkpoint format 2\), which this one cannot resume; start again with --overwrite",
+        match=r"^\S+\.checkpoint: written by an older roberta-static \(checkpoint format 2\), which "
+        r"this one cannot resume; run the distill command again with --overwrite instead of "
+        r"--resume$",
     ):
         load_checkpoint(tmp_path)
 

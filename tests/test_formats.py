@@ -80,6 +80,16 @@ def test_similar_opens_every_format(folder, fmt):
 
 
 @pytest.mark.parametrize("fmt", EXPORTS)
+def test_info_opens_every_format(folder, fmt):
+    vectors = StaticVectors.load(folder)
+    shown = run("info", at(folder, fmt), "--allow-pickle").splitlines()
+    assert shown[0].endswith(f": {len(vectors):,} entries x {vectors.dim} dimensions")
+    # A section the format does not store (a word2vec file has no model or stats) is left out.
+    headings = [i for i, line in enumerate(shown) if line in ("model:", "config:", "stats:")]
+    assert all(i + 1 < len(shown) and shown[i + 1].startswith("  ") for i in headings)
+
+
+@pytest.mark.parametrize("fmt", EXPORTS)
 def test_evaluate_opens_every_format(folder, fmt, tmp_path):
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"{a}\t{b}\t{score}\n" for a, b, score in PAIRS))
@@ -142,6 +152,17 @@ def test_a_path_of_no_format_is_one_line_naming_it(folder, tmp_path):
     (transformer / "modules.json").write_text('[{"path": "", "type": "Transformer"}]')
     with pytest.raises(VectorsError, match="st: a sentence-transformers model without a Static"):
         StaticVectors.load(transformer)
+    for name in ("vectors.npy", "vocab.tsv"):  # a file of a vectors folder: pass the folder
+        with pytest.raises(
+            VectorsError, match=rf"{name}: a file of the vectors folder \S+; pass the folder$"
+        ):
+            StaticVectors.load(folder / name)
+    text = tmp_path / "words.txt"
+    text.write_text("hello world\n")
+    with pytest.raises(
+        VectorsError, match=r"words.txt: not a word2vec file: expected a 'COUNT DIM' line"
+    ):
+        StaticVectors.load(text)
     # export() adds exports to a vectors folder only, never into an export.
     with pytest.raises(VectorsError, match="model2vec: not a roberta-static vectors folder"):
         export(at(folder, "model2vec"), ["kv"])

@@ -138,8 +138,9 @@ def checkpoint_entries(folder: Path) -> tuple[str, ...] | None:
     return (CHECKPOINT_DIR, f"{CHECKPOINT_DIR}.*")
 
 
-def load_checkpoint(folder: Path) -> Checkpoint:
+def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
     """Read ``folder/.checkpoint`` (or the previous one, if a crash hit the swap)."""
+    folder = Path(folder)
     target = folder / CHECKPOINT_DIR
     if not target.is_dir():
         previous = sorted(folder.glob(f"{CHECKPOINT_DIR}.old.*/{CHECKPOINT_DIR}"))
@@ -153,16 +154,18 @@ def load_checkpoint(folder: Path) -> Checkpoint:
         target = previous[-1]
     try:
         record = json.loads((target / "state.json").read_text(encoding="utf-8"))
-        if record.get("format", 1) != FORMAT:
-            raise ConfigError(
-                f"{target}: written by an older roberta-static (checkpoint format "
-                f"{record.get('format', 1)}), which this one cannot resume; start again with "
-                "--overwrite"
-            )
-        entries = (target / "entries.txt").read_text(encoding="utf-8").split("\n")[:-1]
-        state = _read_state(target, record)
+        written = record.get("format", 1) if isinstance(record, dict) else None
+        if written == FORMAT:
+            entries = (target / "entries.txt").read_text(encoding="utf-8").split("\n")[:-1]
+            state = _read_state(target, record)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
+    if written != FORMAT:
+        raise ConfigError(
+            f"{target}: written by an older roberta-static (checkpoint format {written}), which "
+            "this one cannot resume; run the distill command again with --overwrite instead of "
+            "--resume"
+        )
     return Checkpoint(
         record["config"],
         record["files"],

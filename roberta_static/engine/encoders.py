@@ -252,13 +252,16 @@ class EncoderThreads:
     def put(self, chunk: SentChunk, stop: Any) -> bool:
         """Queue the chunk's batches (waiting while the encoders are busy).
 
-        Returns False, with the rest not queued, once ``stop`` is set.
+        Returns False, with the rest not queued, once ``stop`` is set (polled before each batch,
+        and while waiting).
         """
         for number in range(len(chunk.batches)):
-            while not _put(self.batches, (chunk, number)):
+            while not (stopped := stop is not None and stop.is_set()):
+                if _put(self.batches, (chunk, number)):
+                    break
                 self._raise_failure()
-                if stop is not None and stop.is_set():
-                    return False
+            if stopped:
+                return False
         return True
 
     def wait(self, stop: Any) -> bool:

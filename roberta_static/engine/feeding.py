@@ -114,9 +114,10 @@ class FedPass:
         encoding = EncoderThreads(
             self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger, stop
         )
+        watch = _Watch(stop, self.saver, lambda: self._snapshot(ledger))
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
-            if not self._feed(state, ledger, encoding, start, stop):
+            if not self._feed(state, ledger, encoding, start, watch):
                 self.saver.stopped(self._snapshot(ledger), ledger.summed > 0)
             return self._snapshot(ledger)
         finally:
@@ -157,8 +158,6 @@ class FedPass:
             if not encoding.put(ledger.send(index, chunk), stop):
                 return False
             self.report(start.progress(ledger.total(), self._tokens()))
-            if self.saver.due():
-                self.saver.save(self._snapshot(ledger))
         done = encoding.wait(stop)
         self.report(start.progress(ledger.total(), self._tokens()))
         return done
@@ -207,3 +206,22 @@ class _StopOnceSummed:
 
     def is_set(self) -> bool:
         return self.saver.stopping and self.ledger.summed > 0
+
+
+class _Watch:
+    """What the pass's waits poll, in the main thread: a checkpoint when due, and the stop.
+
+    Every wait (for the feeder, for room in the encoders' queue, for the last batches) polls
+    ``is_set`` a few times a second, so checkpoints come every ``every_seconds`` whatever the
+    pass waits for.
+    """
+
+    def __init__(
+        self, stop: _StopOnceSummed, saver: Saver, snapshot: Callable[[], PassState]
+    ) -> None:
+        self.stop, self.saver, self.snapshot = stop, saver, snapshot
+
+    def is_set(self) -> bool:
+        if self.stop.ledger.summed and self.saver.due():
+            self.saver.save(self.snapshot())
+        return self.stop.is_set()

@@ -200,6 +200,8 @@ def detect(path: Path) -> str:
     """
     if not path.exists():
         raise VectorsError(f"{path}: no such vectors folder or file")
+    if path.is_file() and path.name in native.FILES and native.detect(path.parent):
+        raise VectorsError(f"{path}: a file of the vectors folder {path.parent}; pass the folder")
     for family in dict.fromkeys(spec.family for spec in FORMATS.values()):
         found = _module(family).detect(path)
         if found is not None:

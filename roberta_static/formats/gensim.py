@@ -98,6 +98,10 @@ def _load_word2vec(path: Path, fmt: str) -> KeyedVectors:
         return KeyedVectors.load_word2vec_format(
             str(path), fvocab=fvocab, binary=fmt == "word2vec-bin"
         )
-    except (ValueError, UnicodeDecodeError, EOFError) as error:
-        also = f", or {counts} is not a 'word count' file," if fvocab else ""
-        raise VectorsError(f"{path}: not a word2vec file{also} ({error})") from None
+    except (ValueError, UnicodeDecodeError, EOFError):
+        # gensim's own message names Python's parsing, not the file's problem.
+        also = f" (or {counts} beside it is not 'word count' lines)" if fvocab else ""
+        layout = "a 'COUNT DIM' line, then a word and its DIM numbers per line"
+        if fmt == "word2vec-bin":
+            layout = "a 'COUNT DIM' line, then a word and its DIM float32s per entry"
+        raise VectorsError(f"{path}: not a word2vec file{also}: expected {layout}") from None
