@@ -12,7 +12,8 @@ For each worker count (``--workers 1,2``; 1 is the one-process engine, N > 1
     kernels do. This is how the feed is tested without a GPU.
 
 Each end-to-end run prints model tokens/s (meta.json ``stats.tokens / stats.seconds``), wall
-time and when the first batch reached the encoder (the start-up's share), the encoder batches and their mean real tokens, the padded share, the share of the run the
+time, when the first batch reached the encoder (the start-up: model, segmenter, worker processes)
+and the rate from then on, the encoder batches and their mean real tokens, the padded share, the share of the run the
 encoder side waited for input (``stats.encoder_wait_seconds``), and how many cores other
 processes kept busy meanwhile (from /proc/stat, less this benchmark's own CPU time). Then the
 issue's targets, computed from the best of ``--repeat`` runs, each marked pass or FAIL.
@@ -22,12 +23,12 @@ vocabulary filled by the one before. Runs go in rounds, each round measuring eve
 of one kind back to back (in reverse order every other round), so the compared runs share the
 machine's load as closely as possible.
 
-Input: gensim's Wikipedia excerpt + lee_background.cor repeated twice (``--lines`` keeps the first
-lines of one copy), the SimLex-999 + WordSim-353 vocabulary, ``--max-contexts 0`` (every
-occurrence).
+Input: gensim's Wikipedia excerpt + lee_background.cor, two copies (``--copies``; ``--lines``
+keeps the first lines of one copy), the SimLex-999 + WordSim-353 vocabulary, ``--max-contexts 0``
+(every occurrence).
 
 Usage: python benchmarks/feed.py [--workers 1,2] [--layers 1,12] [--simulate-rate 1e6]
-       [--repeat 1] [--lines 0] [--max-contexts 0] [--corpus FILE] [--vocab FILE]
+       [--repeat 1] [--copies 2] [--lines 0] [--max-contexts 0] [--corpus FILE] [--vocab FILE]
 """
 
 from __future__ import annotations
@@ -156,14 +157,16 @@ def rate(run: dict[str, Any]) -> float:
 
 def describe(run: dict[str, Any]) -> str:
     """A run's figures on one line."""
-    line = f"{rate(run):9,.0f} tokens/s  {run['wall']:6.1f} s"
+    line = f"{rate(run):9,.0f} tokens/s  {run['wall']:5.1f} s"
     if "batches" in run:
+        after = run["tokens"] / (run["wall"] - run["first"])
+        line += f"  first batch at {run['first']:3.1f} s, then {after:7,.0f} tokens/s"
         per_batch = run["tokens"] / run["batches"]
         padded = 1 - run["tokens"] / run["padded_tokens"]
         waited = run["encoder_wait_seconds"] / run["seconds"]
         line += (
-            f"  first batch at {run['first']:4.1f} s  {run['batches']:5,} batches x"
-            f" {per_batch:6,.0f} tokens  padded {padded:5.1%}  encoder waited {waited:5.1%}"
+            f"  {run['batches']:5,} batches x {per_batch:5,.0f} tokens  padded {padded:5.1%}"
+            f"  encoder waited {waited:5.1%}"
         )
     return line + f"  (other processes: {run['others']:.1f} cores)"
 
@@ -229,6 +232,7 @@ def main() -> None:
     parser.add_argument("--layers", default="1,12", help="near-free encoder depths")
     parser.add_argument("--simulate-rate", type=float, default=1e6, help="tokens/s of (c)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each measurement")
+    parser.add_argument("--copies", type=int, default=2, help="copies of the text")
     parser.add_argument("--lines", type=int, default=0, help="first lines of one copy (0: all)")
     parser.add_argument("--max-contexts", type=int, default=0, help="0: every occurrence")
     parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
@@ -244,7 +248,7 @@ def main() -> None:
     print(f"hardware: {hardware()}; load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         corpus, vocab = Path(tmp) / "corpus.txt", Path(tmp) / "vocab.txt"
-        write_corpus(corpus, repeat=2, lines=args.lines, corpus=args.corpus)
+        write_corpus(corpus, repeat=args.copies, lines=args.lines, corpus=args.corpus)
         vocab.write_text("\n".join(vocabulary_words(args.vocab)) + "\n")
         models = {
             n: build_near_free(Path(tmp) / f"near-free-{n}", n, default_model()) for n in layers
