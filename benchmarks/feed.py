@@ -13,9 +13,9 @@ For each worker count (``--workers 1,2``; 1 is the one-process engine, N > 1
 
 Each end-to-end run prints model tokens/s (meta.json ``stats.tokens / stats.seconds``), wall
 time, when the first batch reached the encoder (the start-up: model, segmenter, worker processes)
-and the rate from then on, the encoder batches and their mean real tokens, the padded share, the share of the run the
-encoder side waited for input (``stats.encoder_wait_seconds``), and how many cores other
-processes kept busy meanwhile (from /proc/stat, less this benchmark's own CPU time). Then the
+and the rate from then on, the encoder batches and their mean real tokens, the padded share, the
+share of the run the encoder side waited for input (``stats.encoder_wait_seconds``), and how many
+cores other processes kept busy meanwhile (from /proc/stat, less this benchmark's own CPU time). Then the
 issue's targets, computed from the best of ``--repeat`` runs, each marked pass or FAIL.
 
 Every run is a fresh process: a run in a warm process would find spaCy's tokenizer cache and
@@ -49,6 +49,7 @@ from throughput import default_model, hardware, vocabulary_words, write_corpus
 
 HIDDEN = 32  # the near-free encoder's width: its arithmetic is negligible next to the feed's
 PRODUCER = "producer"
+NEAR_FREE = "near-free"
 SIMULATED = "simulated"
 # What producer.py sets for its worker processes (and distill's workers set for themselves).
 PRODUCER_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -194,7 +195,7 @@ def targets(best: dict[tuple, dict[str, Any]], counts: list[int], layers: list[i
     for depth in layers:
         if 1 not in counts:
             break
-        one = best[("near-free", depth, 1)]
+        one = best[(NEAR_FREE, depth, 1)]
         if (PRODUCER, 0, 1) in best:
             check(
                 f"{depth}-layer one process",
@@ -204,7 +205,7 @@ def targets(best: dict[tuple, dict[str, Any]], counts: list[int], layers: list[i
                 "producer-only, 1 worker",
             )
         for n in many:
-            run = best[("near-free", depth, n)]
+            run = best[(NEAR_FREE, depth, n)]
             check(f"{depth}-layer --workers {n}", rate(run), rate(one), 1.2, "one process")
             per_batch = run["tokens"] / run["batches"]
             check(
@@ -258,7 +259,7 @@ def main() -> None:
             f"entries; max_contexts {args.max_contexts}; simulated device "
             f"{args.simulate_rate:,.0f} tokens/s"
         )
-        kinds = [(PRODUCER, 0), *(("near-free", n) for n in layers), (SIMULATED, layers[0])]
+        kinds = [(PRODUCER, 0), *((NEAR_FREE, n) for n in layers), (SIMULATED, layers[0])]
         runs: dict[tuple, list[dict[str, Any]]] = {}
         for round_ in range(args.repeat):
             order = counts if round_ % 2 == 0 else counts[::-1]
