@@ -24,6 +24,7 @@ import pstats
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # What distill sets in its worker processes (workers.py): one core each.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -57,13 +58,10 @@ def build_producer(files: list[str], words: list[str], model: str, max_contexts:
     return Producer(nlp, matcher, subwords, 8192, Corpus(files), config)
 
 
-def _init(files: list[str], words: list[str], model: str) -> None:
+def _init(files: list[str], words: list[str], model: str, loaded: Any) -> None:
     global _producer, _entries
     _producer, _entries = build_producer(files, words, model, 0), len(words)
-
-
-def _ready(_: int) -> bool:
-    return _producer is not None
+    loaded.wait()  # the clock starts once every worker has loaded
 
 
 def tokens_of(producer: Producer, entries: int, shard: Shard | None = None) -> int:
@@ -103,8 +101,9 @@ def in_process(
 def in_workers(files: list[str], words: list[str], model: str, workers: int) -> tuple[int, float]:
     shards = plan_shards([Path(f) for f in files], shard_bytes=256 * 1024)
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init, initargs=(files, words, model)) as pool:
-        assert all(pool.map(_ready, range(workers * 4), chunksize=1))  # every worker loaded
+    loaded = context.Barrier(workers + 1)
+    with context.Pool(workers, initializer=_init, initargs=(files, words, model, loaded)) as pool:
+        loaded.wait(timeout=600)  # raises if a worker never loads
         start = time.perf_counter()
         tokens = sum(pool.imap_unordered(_shard_tokens, shards))
         return tokens, time.perf_counter() - start

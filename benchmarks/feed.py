@@ -1,0 +1,291 @@
+"""The feed: how well the CPU side keeps an encoder busy, with 1 and N workers (issue 25).
+
+For each worker count (``--workers 1,2``; 1 is the one-process engine, N > 1
+``DistillConfig(workers=N)``):
+(a) the producer only: model tokens/s the CPU side prepares with that many worker processes,
+    nothing encoded (``producer.py``'s ``in_workers``, start-up not counted);
+(b) ``distill`` end to end with a near-free encoder: random weights, hidden size 32, MiniLM's real
+    tokenizer saved beside them, ``--layers 1,12`` blocks (12 is roberta-base's depth and shows
+    the per-layer, per-call costs);
+(c) ``distill`` end to end with a simulated device: the 1-block near-free model, each forward
+    sleeping ``real tokens / --simulate-rate`` seconds first, which releases the GIL the way a GPU's
+    kernels do. This is how the feed is tested without a GPU.
+
+Each end-to-end run prints model tokens/s (meta.json ``stats.tokens / stats.seconds``), wall
+time, when the first batch reached the encoder (the start-up: model, segmenter, worker processes)
+and the rate from then on, the encoder batches and their mean real tokens, the padded share, the
+share of the run the encoder side waited for input (``stats.encoder_wait_seconds``), and how many
+cores other processes kept busy meanwhile (from /proc/stat, less this benchmark's own CPU time). Then the
+issue's targets, computed from the best of ``--repeat`` runs, each marked pass or FAIL.
+
+Every run is a fresh process: a run in a warm process would find spaCy's tokenizer cache and
+vocabulary filled by the one before. Runs go in rounds, each round measuring every worker count
+of one kind back to back (in reverse order every other round), so the compared runs share the
+machine's load as closely as possible.
+
+Input: gensim's Wikipedia excerpt + lee_background.cor, two copies (``--copies``; ``--lines``
+keeps the first lines of one copy), the SimLex-999 + WordSim-353 vocabulary, ``--max-contexts 0``
+(every occurrence).
+
+Usage: python benchmarks/feed.py [--workers 1,2] [--layers 1,12] [--simulate-rate 1e6]
+       [--repeat 1] [--copies 2] [--lines 0] [--max-contexts 0] [--corpus FILE] [--vocab FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from throughput import default_model, hardware, vocabulary_words, write_corpus
+
+HIDDEN = 32  # the near-free encoder's width: its arithmetic is negligible next to the feed's
+PRODUCER = "producer"
+NEAR_FREE = "near-free"
+SIMULATED = "simulated"
+# What producer.py sets for its worker processes (and distill's workers set for themselves).
+PRODUCER_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def build_near_free(folder: Path, layers: int, tokenizer_model: str) -> str:
+    """A random-weight BERT of ``layers`` blocks, ``HIDDEN`` wide, with ``tokenizer_model``'s
+    tokenizer saved beside it, the way a downloaded model is."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_model)
+    config = AutoConfig.from_pretrained(tokenizer_model)
+    config.update(
+        {
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": layers,
+            "num_attention_heads": 2,
+            "intermediate_size": 2 * HIDDEN,
+        }
+    )
+    torch.manual_seed(0)
+    AutoModel.from_config(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def simulated_device(rate: float):
+    """A forward pre-hook sleeping ``real tokens / rate`` seconds: an encoder stand-in that,
+    like a GPU, costs time in proportion to its tokens and leaves the GIL to the CPU side."""
+
+    def hook(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+        time.sleep(int(kwargs["attention_mask"].sum()) / rate)
+
+    return hook
+
+
+def run_producer(task: dict[str, Any]) -> dict[str, Any]:
+    """(a) in this process: ``task["workers"]`` producer processes over the corpus."""
+    from producer import in_workers
+
+    words = Path(task["vocab"]).read_text().splitlines()
+    tokens, seconds = in_workers([task["corpus"]], words, task["model"], task["workers"])
+    return {"tokens": tokens, "seconds": seconds, "wall": seconds}
+
+
+def run_distill(task: dict[str, Any]) -> dict[str, Any]:
+    """(b) or (c) in this process: one ``distill`` of the corpus, as its meta.json counts it."""
+    from roberta_static import DistillConfig
+    from roberta_static.api import distill_from_model
+    from roberta_static.model.loading import load_pretrained
+    from roberta_static.text.corpus import Corpus
+    from roberta_static.text.vocab import Vocabulary
+
+    config = DistillConfig(
+        model=task["model"], max_contexts=task["max_contexts"], workers=task["workers"]
+    )
+    model, tokenizer = load_pretrained(config)
+    forwards: list[float] = []  # when the first batch reached the encoder: the start-up's cost
+    model.register_forward_pre_hook(lambda *_: forwards.append(time.perf_counter()))
+    if task["kind"] == SIMULATED:
+        model.register_forward_pre_hook(simulated_device(task["rate"]), with_kwargs=True)
+    vocab = Vocabulary.from_entries(Path(task["vocab"]).read_text().splitlines())
+    start = time.perf_counter()
+    vectors = distill_from_model(model, tokenizer, Corpus([Path(task["corpus"])]), vocab, config)
+    wall = time.perf_counter() - start
+    stats = vectors.meta["stats"]
+    keys = ("tokens", "seconds", "batches", "padded_tokens", "encoder_wait_seconds")
+    return {"wall": wall, "first": forwards[0] - start, **{key: stats[key] for key in keys}}
+
+
+def busy_seconds() -> float:
+    """CPU seconds this machine has spent on anything but idling, since boot."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq = map(int, stat.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def children_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(task: dict[str, Any]) -> dict[str, Any]:
+    """One run in a fresh process, with the cores other processes kept busy meanwhile."""
+    env = {**os.environ, **(PRODUCER_ENV if task["kind"] == PRODUCER else {})}
+    busy, ours, start = busy_seconds(), children_seconds(), time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, __file__, "--task", json.dumps(task)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if done.returncode:
+        sys.exit(f"{task['kind']} with {task['workers']} workers failed:\n{done.stderr}")
+    elapsed = time.perf_counter() - start
+    others = (busy_seconds() - busy - (children_seconds() - ours)) / elapsed
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "others": max(0.0, others)}
+
+
+def rate(run: dict[str, Any]) -> float:
+    return run["tokens"] / run["seconds"]
+
+
+def describe(run: dict[str, Any]) -> str:
+    """A run's figures on one line."""
+    line = f"{rate(run):9,.0f} tokens/s  {run['wall']:5.1f} s"
+    if "batches" in run:
+        after = run["tokens"] / (run["wall"] - run["first"])
+        line += f"  first batch at {run['first']:3.1f} s, then {after:7,.0f} tokens/s"
+        per_batch = run["tokens"] / run["batches"]
+        padded = 1 - run["tokens"] / run["padded_tokens"]
+        waited = run["encoder_wait_seconds"] / run["seconds"]
+        line += (
+            f"  {run['batches']:5,} batches x {per_batch:5,.0f} tokens  padded {padded:5.1%}"
+            f"  encoder waited {waited:5.1%}"
+        )
+    return line + f"  (other processes: {run['others']:.1f} cores)"
+
+
+def name(kind: str, layers: int, workers: int) -> str:
+    engine = "one process" if workers == 1 else f"--workers {workers}"
+    if kind == PRODUCER:
+        return f"(a) producer only, {workers} worker process{'es' if workers > 1 else ''}"
+    if kind == SIMULATED:
+        return f"(c) simulated device, {engine}"
+    return f"(b) near-free, {layers} layer{'s' if layers > 1 else ''}, {engine}"
+
+
+def check(label: str, value: float, bound: float, factor: float, what: str) -> None:
+    mark = "pass" if value >= factor * bound else "FAIL"
+    print(
+        f"  {mark}  {label}: {value:,.0f} vs {factor} x {bound:,.0f} {what} = {value / bound:.2f}x"
+    )
+
+
+def targets(best: dict[tuple, dict[str, Any]], counts: list[int], layers: list[int], sim: float):
+    """The issue's targets, from the best runs: each printed as computed, with pass or FAIL."""
+    many = [n for n in counts if n > 1]
+    print("\ntargets (best runs):")
+    for depth in layers:
+        if 1 not in counts:
+            break
+        one = best[(NEAR_FREE, depth, 1)]
+        if (PRODUCER, 0, 1) in best:
+            check(
+                f"{depth}-layer one process",
+                rate(one),
+                rate(best[(PRODUCER, 0, 1)]),
+                0.8,
+                "producer-only, 1 worker",
+            )
+        for n in many:
+            run = best[(NEAR_FREE, depth, n)]
+            check(f"{depth}-layer --workers {n}", rate(run), rate(one), 1.2, "one process")
+            per_batch = run["tokens"] / run["batches"]
+            check(
+                f"{depth}-layer --workers {n} tokens per batch",
+                per_batch,
+                one["tokens"] / one["batches"],
+                0.9,
+                "one process's",
+            )
+    for n in counts:
+        if (SIMULATED, layers[0], n) in best and (PRODUCER, 0, n) in best:
+            bound = min(sim, rate(best[(PRODUCER, 0, n)]))
+            check(
+                f"simulated device, {n} worker{'s' if n > 1 else ''}",
+                rate(best[(SIMULATED, layers[0], n)]),
+                bound,
+                0.8,
+                f"min({sim:,.0f} simulated, producer-only)",
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2", help="worker counts (1: one process)")
+    parser.add_argument("--layers", default="1,12", help="near-free encoder depths")
+    parser.add_argument("--simulate-rate", type=float, default=1e6, help="tokens/s of (c)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each measurement")
+    parser.add_argument("--copies", type=int, default=2, help="copies of the text")
+    parser.add_argument("--lines", type=int, default=0, help="first lines of one copy (0: all)")
+    parser.add_argument("--max-contexts", type=int, default=0, help="0: every occurrence")
+    parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
+    parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
+    parser.add_argument("--task", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.task:
+        task = json.loads(args.task)
+        print(json.dumps((run_producer if task["kind"] == PRODUCER else run_distill)(task)))
+        return
+    counts = [int(n) for n in args.workers.split(",")]
+    layers = [int(n) for n in args.layers.split(",")]
+    print(f"hardware: {hardware()}; load average {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus, vocab = Path(tmp) / "corpus.txt", Path(tmp) / "vocab.txt"
+        write_corpus(corpus, repeat=args.copies, lines=args.lines, corpus=args.corpus)
+        vocab.write_text("\n".join(vocabulary_words(args.vocab)) + "\n")
+        models = {
+            n: build_near_free(Path(tmp) / f"near-free-{n}", n, default_model()) for n in layers
+        }
+        print(
+            f"corpus {corpus.stat().st_size / 1e6:.2f} MB; {len(vocab.read_text().split())} "
+            f"entries; max_contexts {args.max_contexts}; simulated device "
+            f"{args.simulate_rate:,.0f} tokens/s"
+        )
+        kinds = [(PRODUCER, 0), *((NEAR_FREE, n) for n in layers), (SIMULATED, layers[0])]
+        runs: dict[tuple, list[dict[str, Any]]] = {}
+        for round_ in range(args.repeat):
+            order = counts if round_ % 2 == 0 else counts[::-1]
+            for kind, depth in kinds:
+                for workers in order:
+                    task = {
+                        "kind": kind,
+                        "workers": workers,
+                        "model": models[depth or layers[0]],
+                        "corpus": str(corpus),
+                        "vocab": str(vocab),
+                        "max_contexts": args.max_contexts,
+                        "rate": args.simulate_rate,
+                    }
+                    run = measure(task)
+                    runs.setdefault((kind, depth, workers), []).append(run)
+                    print(f"{name(kind, depth, workers):42} {describe(run)}", flush=True)
+    best = {key: max(found, key=rate) for key, found in runs.items()}
+    if args.repeat > 1:
+        print(f"\nbest and median of {args.repeat} runs:")
+        for key, found in runs.items():
+            median = statistics.median(rate(run) for run in found)
+            print(f"{name(*key):42} {describe(best[key])}  median {median:,.0f} tokens/s")
+    targets(best, counts, layers, args.simulate_rate)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
