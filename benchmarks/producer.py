@@ -69,7 +69,8 @@ def tokens_of(producer: Producer, entries: int, shard: Shard | None = None) -> i
     state = whole_corpus(producer.corpus, entries, producer.config)
     if shard is not None:
         state = ShardState.fresh(shard, state.quota)
-    return sum(batch.real_tokens for chunk in producer.chunks(state) for batch in chunk.batches)
+    chunks = producer.chunks(state)
+    return sum(b.real_tokens for chunk in chunks for b in producer.batches(chunk.inputs))
 
 
 def _shard_tokens(shard: Shard) -> int:

@@ -21,7 +21,7 @@ from roberta_static.engine.sharding import whole_corpus
 from roberta_static.engine.state import PassState, ShardState
 from roberta_static.engine.stats import RunStats
 from roberta_static.errors import ConfigError, CorpusError
-from roberta_static.model.batches import Batch
+from roberta_static.model.batches import Batch, EncoderInput
 from roberta_static.model.encoder import Encoder
 from roberta_static.model.loading import load_pretrained
 from roberta_static.model.pooling import Accumulator, combine_layers, pool_occurrences
@@ -166,7 +166,8 @@ def test_the_producer_reads_a_shard_in_chunks_to_its_end_and_counts_what_it_take
         == shard.byte_range(job.corpus.files)[1] - shard.byte_range(job.corpus.files)[0]
     )
     taken = np.bincount(
-        np.concatenate([b.entries for c in chunks for b in c.batches]), minlength=len(job.vocab)
+        np.concatenate([i.occurrences[:, 2] for c in chunks for i in c.inputs]),
+        minlength=len(job.vocab),
     )
     # At most 3 occurrences of each entry, counted down in the state; the shard holds more.
     assert (taken <= 3).all() and (state.quota - state.remaining == taken).all()
@@ -179,7 +180,7 @@ def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
     shard = whole_corpus(job.corpus, len(job.vocab), job.config).shard
     state = ShardState.fresh(shard, np.full(len(job.vocab), 10**9))
     taken = np.bincount(
-        np.concatenate([b.entries for c in producer.chunks(state) for b in c.batches]),
+        np.concatenate([i.occurrences[:, 2] for c in producer.chunks(state) for i in c.inputs]),
         minlength=len(job.vocab),
     )
     np.testing.assert_array_equal(producer.count(shard, len(job.vocab)), taken)
@@ -189,18 +190,14 @@ def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
 
 
 def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
-    batch = Batch(
-        input_ids=np.array([[5, 6, 1]]),
-        attention_mask=np.array([[1, 1, 0]]),
-        rows=np.array([0]),
-        starts=np.array([0]),
-        ends=np.array([2]),
-        entries=np.array([1]),
-    )
+    inputs = [
+        EncoderInput(np.array([0, 5, 6, 2]), np.array([[1, 3, 1]])),
+        EncoderInput(np.array([0, 7, 2]), np.array([[1, 2, 0], [1, 2, 2]])),
+    ]
     shards = [_shard(0), _shard(1)]
     shards[0].done, shards[0].stats = True, RunStats(sentences=7, binary_files_skipped=["x.bin"])
     shards[1].position, shards[1].remaining = Position(0, 14, 2, 1), np.array([5, 4, 0])
-    shards[1].leftover = [batch, batch]
+    shards[1].leftover = inputs
     state = PassState.of_sums(
         np.array([[0.5, 1.5], [0, 0], [2, 2]]),
         np.array([1, 0, 3]),

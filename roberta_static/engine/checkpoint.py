@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -30,11 +30,11 @@ from ..text.shards import Shard
 from .state import PassState, ShardState
 from .stats import RunStats
 
-if TYPE_CHECKING:  # batches come with the model side, which the CLI loads only once needed
-    from ..model.batches import Batch
+if TYPE_CHECKING:  # inputs come with the model side, which the CLI loads only once needed
+    from ..model.batches import EncoderInput
 
 CHECKPOINT_DIR = ".checkpoint"
-FORMAT = 3
+FORMAT = 4
 _SUMS = ("rows", "sums", "counts")
 
 
@@ -102,8 +102,8 @@ def _write(staging: Path, checkpoint: Checkpoint) -> None:
         quota=np.stack([shard.quota for shard in state.shards]),
         remaining=np.stack([shard.remaining for shard in state.shards]),
     )
-    leftover = [batch for shard in state.shards for batch in shard.leftover]
-    np.savez(staging / "leftover.npz", **_batch_arrays(leftover))
+    leftover = [item for shard in state.shards for item in shard.leftover]
+    np.savez(staging / "leftover.npz", **_input_arrays(leftover))
     record = {
         "format": FORMAT,
         "config": checkpoint.config,
@@ -182,7 +182,7 @@ def _read_state(target: Path, record: dict[str, Any]) -> PassState:
     with np.load(target / "shards.npz", allow_pickle=False) as shards:
         quota, remaining = shards["quota"], shards["remaining"]
     with np.load(target / "leftover.npz", allow_pickle=False) as arrays:
-        leftover = iter(_batches(arrays))
+        leftover = iter(_inputs(arrays))
     states = []
     for number, item in enumerate(record["shards"]):
         shard = Shard(Position(**item["start"]), Position(**item["stop"]))
@@ -201,22 +201,26 @@ def _read_state(target: Path, record: dict[str, Any]) -> PassState:
     return PassState(rows, summed, counts, RunStats(**record["stats"]), states)
 
 
-def _batch_arrays(batches: list[Batch]) -> dict[str, np.ndarray]:
+def _input_arrays(inputs: list[EncoderInput]) -> dict[str, np.ndarray]:
+    """Encoder inputs as four flat arrays: token ids and occurrences, with their lengths."""
     return {
-        f"{number}.{item.name}": getattr(batch, item.name)
-        for number, batch in enumerate(batches)
-        for item in fields(batch)
+        "ids": np.concatenate([item.ids for item in inputs] or [np.zeros(0, np.int64)]),
+        "lengths": np.array([len(item.ids) for item in inputs], dtype=np.int64),
+        "occurrences": np.concatenate(
+            [item.occurrences for item in inputs] or [np.zeros((0, 3), np.int64)]
+        ),
+        "counts": np.array([len(item.occurrences) for item in inputs], dtype=np.int64),
     }
 
 
-def _batches(arrays: Any) -> list[Batch]:
-    from ..model.batches import Batch
+def _inputs(arrays: Any) -> list[EncoderInput]:
+    from ..model.batches import EncoderInput
 
-    names = [item.name for item in fields(Batch)]
-    return [
-        Batch(**{name: arrays[f"{number}.{name}"] for name in names})
-        for number in range(len(arrays.files) // len(names))
-    ]
+    ids = np.split(arrays["ids"], np.cumsum(arrays["lengths"])[:-1])
+    occurrences = np.split(arrays["occurrences"], np.cumsum(arrays["counts"])[:-1])
+    if not len(arrays["lengths"]):
+        return []
+    return [EncoderInput(a, b) for a, b in zip(ids, occurrences, strict=True)]
 
 
 def check_resume(

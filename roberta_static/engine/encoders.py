@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ..config import DistillConfig
-from ..model.batches import Batch
+from ..model.batches import Batch, EncoderInput
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
 from ..progress import Work
@@ -34,29 +34,32 @@ T = TypeVar("T")
 
 @dataclass
 class SentChunk:
-    """A chunk of one shard handed to the encoders, and which of its batches they have summed.
+    """A chunk of one shard handed to the encoders, and which of its inputs they have summed.
 
-    ``parts``: each batch's share of the bytes and sentences the chunk stands for (``work``).
-    ``kept``: the batches cannot be made again (a resumed shard's leftover), so a checkpoint
-    keeps them even before any is summed.
+    ``parts``: each input's share of the bytes and sentences the chunk stands for (``work``).
+    ``kept``: the inputs cannot be made again (a resumed shard's leftover), so a checkpoint keeps
+    them even before any is summed.
     """
 
     shard: int
     state: ShardState
-    batches: list[Batch]
+    inputs: list[EncoderInput]
     work: Work
     kept: bool = False
     parts: list[Work] = field(init=False)
     added: list[bool] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.parts = self.work.split([batch.real_tokens for batch in self.batches])
-        self.added = [False] * len(self.batches)
+        self.parts = self.work.split([len(item.ids) for item in self.inputs])
+        self.added = [False] * len(self.inputs)
 
     @property
     def begun(self) -> bool:
-        """Whether a checkpoint must hold this chunk (its state, and its batches not summed)."""
-        return self.kept or any(self.added) or not self.batches
+        """Whether a checkpoint must hold this chunk (its state, and its inputs not summed)."""
+        return self.kept or any(self.added) or not self.inputs
+
+
+Members = list[tuple[SentChunk, int]]  # the inputs a batch holds: (chunk, input number)
 
 
 class Ledger:
@@ -97,20 +100,20 @@ class Ledger:
     def send(self, shard: int, chunk: Chunk) -> SentChunk:
         """Record the next chunk of ``shard``."""
         with self.lock:
-            sent = SentChunk(shard, chunk.state, chunk.batches, chunk.end - self.sent_up_to[shard])
+            sent = SentChunk(shard, chunk.state, chunk.inputs, chunk.end - self.sent_up_to[shard])
             self.sent_up_to[shard] = chunk.end
             self._send(sent)
         return sent
 
     def _send(self, chunk: SentChunk) -> None:
         self.sent[chunk.shard].append(chunk)
-        if not chunk.batches:  # nothing to sum: done as it comes
+        if not chunk.inputs:  # nothing to sum: done as it comes
             self.done[chunk.shard] += chunk.work
             self._settle(chunk.shard)
         self._check_idle()
 
-    def add(self, chunk: SentChunk, number: int, summing: Callable[[], None]) -> bool:
-        """Run ``summing`` (batch ``number`` of ``chunk`` into a sum) unless the ledger is closed.
+    def add(self, members: Members, summing: Callable[[], None]) -> bool:
+        """Run ``summing`` (a batch of ``members`` into a sum) unless the ledger is closed.
 
         Returns whether it ran. A snapshot never sees a batch half summed.
         """
@@ -121,9 +124,11 @@ class Ledger:
             self.summed += 1
             if self.summed == 1:
                 self.first_sum()
-            chunk.added[number] = True
-            self.done[chunk.shard] += chunk.parts[number]
-            self._settle(chunk.shard)
+            for chunk, number in members:
+                chunk.added[number] = True
+                self.done[chunk.shard] += chunk.parts[number]
+            for shard in {chunk.shard for chunk, _ in members}:
+                self._settle(shard)
             self._check_idle()
         return True
 
@@ -142,7 +147,7 @@ class Ledger:
     def snapshot(self, result: Callable[[list[ShardState]], T]) -> tuple[list[ShardState], T]:
         """The shards' states at this instant, and ``result(states)`` computed in the same instant.
 
-        A shard's state is the one after its last chunk begun, with the batches not yet summed
+        A shard's state is the one after its last chunk begun, with the inputs not yet summed
         of the chunks up to it; chunks not begun are dropped (the shard reads them again).
         """
         with self.lock:
@@ -160,9 +165,9 @@ class Ledger:
             return self.settled[shard]
         last = chunks[begun[-1]]
         leftover = [
-            batch
+            item
             for chunk in chunks[: begun[-1] + 1]
-            for batch, added in zip(chunk.batches, chunk.added, strict=True)
+            for item, added in zip(chunk.inputs, chunk.added, strict=True)
             if not added
         ]
         return replace(last.state, leftover=leftover)
@@ -200,7 +205,7 @@ class EncoderThreads:
         stop: Any = None,
     ) -> None:
         self.ledger, self.stop = ledger, stop
-        self.batches: queue.Queue[tuple[SentChunk, int] | None] = queue.Queue(
+        self.batches: queue.Queue[tuple[Batch, Members] | None] = queue.Queue(
             maxsize=4 * len(encoders)
         )
         self.failure: BaseException | None = None
@@ -218,14 +223,13 @@ class EncoderThreads:
         self, encoder: Encoder, accumulator: Accumulator, stats: RunStats, config: DistillConfig
     ) -> None:
         while (item := self._next()) is not None:
-            (chunk, number), waited = item
+            (batch, members), waited = item
             try:
                 if self.failure is None and not self.ledger.closed:
-                    batch = chunk.batches[number]
                     counted = RunStats(encoder_wait_seconds=waited)
                     hidden = encode(encoder, batch, counted)
                     summing = partial(_sum, hidden, batch, accumulator, config, stats, counted)
-                    self.ledger.add(chunk, number, summing)
+                    self.ledger.add(members, summing)
                     if self._stopping():  # the batches after the one in hand wait in a checkpoint
                         self.ledger.close()
             except _Dropped:
@@ -236,7 +240,7 @@ class EncoderThreads:
             finally:
                 self.batches.task_done()
 
-    def _next(self) -> tuple[tuple[SentChunk, int], float] | None:
+    def _next(self) -> tuple[tuple[Batch, Members], float] | None:
         """The next batch to sum and the seconds waited for it; None at the end."""
         started = time.perf_counter()
         item = self.batches.get()
@@ -249,20 +253,24 @@ class EncoderThreads:
     def _stopping(self) -> bool:
         return self.stop is not None and self.stop.is_set()
 
-    def put(self, chunk: SentChunk, stop: Any) -> bool:
-        """Queue the chunk's batches (waiting while the encoders are busy).
+    def put(self, batches: list[tuple[Batch, Members]], stop: Any) -> bool:
+        """Queue ``batches`` (waiting while the encoders are busy).
 
         Returns False, with the rest not queued, once ``stop`` is set (polled before each batch,
         and while waiting).
         """
-        for number in range(len(chunk.batches)):
+        for item in batches:
             while not (stopped := stop is not None and stop.is_set()):
-                if _put(self.batches, (chunk, number)):
+                if _put(self.batches, item):
                     break
                 self._raise_failure()
             if stopped:
                 return False
         return True
+
+    def idle(self) -> bool:
+        """Whether no batch waits for an encoder."""
+        return self.batches.empty()
 
     def wait(self, stop: Any) -> bool:
         """Wait until every chunk sent is summed; False if ``stop`` is set first."""

@@ -10,18 +10,20 @@ encoders' devices, in float64, one accumulator per encoder, merged in a fixed or
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import CorpusError, Interrupted, RobertaStaticError
+from ..model.batches import Batch, batch_groups, padded
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
 from ..progress import PassStart, ProgressCallback
 from ..text.shards import Shard
 from .base import Job
 from .checkpoint import Saver
-from .encoders import EncoderThreads, Ledger
+from .encoders import EncoderThreads, Ledger, Members, SentChunk
 from .producer import Producer
 from .state import PassState
 from .stats import RunStats
@@ -67,7 +69,10 @@ def raise_failure(message: Message) -> Message:
 
 
 class FedPass:
-    """The pass over a state's shards, fed by ``feeder``, summed by ``encoders``."""
+    """The pass over a state's shards, fed by ``feeder``, summed by ``encoders``.
+
+    ``pooled``: batches are formed from the inputs of chunks of any shard (see :class:`Batcher`).
+    """
 
     def __init__(
         self,
@@ -76,9 +81,10 @@ class FedPass:
         feeder: Feeder,
         report: ProgressCallback,
         saver: Saver,
+        pooled: bool = False,
     ) -> None:
         self.job, self.encoders, self.feeder = job, encoders, feeder
-        self.report, self.saver = report, saver
+        self.report, self.saver, self.pooled = report, saver, pooled
         self.accumulators = [Accumulator(len(job.vocab), job.dim, e.device) for e in encoders]
         self.encoder_stats = [RunStats() for _ in encoders]
 
@@ -114,10 +120,12 @@ class FedPass:
         encoding = EncoderThreads(
             self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger, stop
         )
-        watch = _Watch(stop, self.saver, lambda: self._snapshot(ledger))
+        encoder = self.encoders[0]
+        batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, pooled=self.pooled)
+        watch = _Watch(stop, lambda: self._poll(ledger, encoding, batcher, stop))
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
-            if not self._feed(state, ledger, encoding, start, watch):
+            if not self._feed(state, _Run(ledger, encoding, batcher, start, watch)):
                 self.saver.stopped(self._snapshot(ledger), ledger.summed > 0)
             return self._snapshot(ledger)
         finally:
@@ -133,46 +141,48 @@ class FedPass:
         if self.saver.checkpointing is not None:
             self.saver.checkpointing.nothing_to_lose = False
 
-    def _feed(
-        self,
-        state: PassState,
-        ledger: Ledger,
-        encoding: EncoderThreads,
-        start: PassStart,
-        stop: Any,
-    ) -> bool:
+    def _poll(self, ledger: Ledger, encoding: EncoderThreads, batcher: Batcher, stop: Any) -> None:
+        """What every wait does a few times a second: save when due, feed idle encoders."""
+        if ledger.summed and self.saver.due():
+            self.saver.save(self._snapshot(ledger))
+        if encoding.idle() and batcher.waiting:
+            encoding.put(batcher.flush(), stop)
+
+    def _feed(self, state: PassState, run: _Run) -> bool:
         """Send the shards to the feeder and their batches to the encoders until all are summed.
 
-        Returns False when ``stop`` comes first.
+        Returns False when a stop comes first.
         """
-        open_shards = self._start(state, ledger, encoding, stop)
+        open_shards = self._start(state, run)
         if open_shards is None:
             return False
         while open_shards:
-            message = self.feeder.receive(stop)
+            message = self.feeder.receive(run.watch)
             if message is None:
                 return False
             _, index, chunk = message
             if chunk.state.done:
                 open_shards.discard(index)
-            if not encoding.put(ledger.send(index, chunk), stop):
+            sent = run.ledger.send(index, chunk)
+            last = not open_shards or run.encoding.idle()
+            if not run.encoding.put(run.batcher.add(sent, flush=last), run.watch):
                 return False
-            self.report(start.progress(ledger.total(), self._tokens()))
-        done = encoding.wait(stop)
-        self.report(start.progress(ledger.total(), self._tokens()))
+            self.report(run.start.progress(run.ledger.total(), self._tokens()))
+        done = run.encoding.wait(run.watch)
+        self.report(run.start.progress(run.ledger.total(), self._tokens()))
         return done
 
-    def _start(
-        self, state: PassState, ledger: Ledger, encoding: EncoderThreads, stop: Any
-    ) -> set[int] | None:
+    def _start(self, state: PassState, run: _Run) -> set[int] | None:
         """Hand the resumed leftovers to the encoders and the shards to read to the feeder.
 
         Returns the shards being read, or None when a stop comes first.
         """
         reading = set()
         for index, shard in enumerate(state.shards):
-            if shard.leftover and not encoding.put(ledger.resumed(index, shard), stop):
-                return None
+            if shard.leftover:
+                batches = run.batcher.add(run.ledger.resumed(index, shard), flush=True)
+                if not run.encoding.put(batches, run.watch):
+                    return None
             if not shard.done:
                 self.feeder.submit(("encode", index, shard.snapshot()))
                 reading.add(index)
@@ -209,19 +219,63 @@ class _StopOnceSummed:
 
 
 class _Watch:
-    """What the pass's waits poll, in the main thread: a checkpoint when due, and the stop.
+    """What the pass's waits poll, in the main thread: ``poll``, then whether to stop.
 
     Every wait (for the feeder, for room in the encoders' queue, for the last batches) polls
-    ``is_set`` a few times a second, so checkpoints come every ``every_seconds`` whatever the
-    pass waits for.
+    ``is_set`` a few times a second, so checkpoints come every ``every_seconds`` and idle
+    encoders get the inputs waiting, whatever the pass waits for.
     """
 
-    def __init__(
-        self, stop: _StopOnceSummed, saver: Saver, snapshot: Callable[[], PassState]
-    ) -> None:
-        self.stop, self.saver, self.snapshot = stop, saver, snapshot
+    def __init__(self, stop: _StopOnceSummed, poll: Callable[[], None]) -> None:
+        self.stop, self.poll = stop, poll
 
     def is_set(self) -> bool:
-        if self.stop.ledger.summed and self.saver.due():
-            self.saver.save(self.snapshot())
+        self.poll()
         return self.stop.is_set()
+
+
+@dataclass
+class _Run:
+    """The parts of one run of the pass."""
+
+    ledger: Ledger
+    encoding: EncoderThreads
+    batcher: Batcher
+    start: PassStart
+    watch: _Watch
+
+
+class Batcher:
+    """Encoder batches from the inputs of the chunks handed over, with the inputs each holds.
+
+    One chunk at a time (``pooled`` False, one process): each chunk's inputs make their own
+    batches, so a run's batches, and its sums, are the same every time. Pooled (worker
+    processes): inputs of chunks from any shard wait together until they fill batches, so more
+    workers never mean smaller batches; a batch not yet full waits for more, unless flushed.
+    """
+
+    def __init__(self, batch_tokens: int, pad_id: int, pooled: bool) -> None:
+        self.batch_tokens, self.pad_id, self.pooled = batch_tokens, pad_id, pooled
+        self.pool: Members = []
+
+    @property
+    def waiting(self) -> bool:
+        """Whether inputs wait for a batch."""
+        return bool(self.pool)
+
+    def add(self, chunk: SentChunk, flush: bool = False) -> list[tuple[Batch, Members]]:
+        """The batches ready once ``chunk`` is in: all of them with ``flush`` or one at a time."""
+        self.pool += [(chunk, number) for number in range(len(chunk.inputs))]
+        return self.flush(keep_last=self.pooled and not flush)
+
+    def flush(self, keep_last: bool = False) -> list[tuple[Batch, Members]]:
+        """Batches of the inputs waiting; with ``keep_last``, the last (not full) keeps waiting."""
+        inputs = [chunk.inputs[number] for chunk, number in self.pool]
+        groups = list(batch_groups(inputs, self.batch_tokens))
+        kept = groups.pop() if keep_last and groups else []
+        batches = [
+            (padded([inputs[i] for i in group], self.pad_id), [self.pool[i] for i in group])
+            for group in groups
+        ]
+        self.pool = [self.pool[i] for i in kept]
+        return batches

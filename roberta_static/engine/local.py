@@ -58,7 +58,8 @@ class LocalEngine:
             # A stop while the workers start would cut their setup short: it waits for them.
             with stopping.uninterrupted() if stopping is not None else nullcontext():
                 feeder = stack.enter_context(ProcessFeeder(setup, workers))
-            fed = FedPass(job, encoders, feeder, progress, job.saver(stopping, resume))
+            saver = job.saver(stopping, resume)
+            fed = FedPass(job, encoders, feeder, progress, saver, pooled=True)
             state = resume or PassState.empty(
                 job.dim, fresh_shards(job.corpus, len(job.vocab), config, fed.count)
             )

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..config import DistillConfig
-from ..model.batches import Batch, EncodeStats, make_batches
+from ..model.batches import Batch, EncoderInput, EncodeStats, make_batches
 from ..model.encoder import Encoder
 from ..model.subwords import SubwordEncoder
 from ..progress import Work
@@ -23,13 +23,13 @@ from .stats import RunStats
 
 @dataclass
 class Chunk:
-    """Encoder batches of a chunk of sentences, and the shard's state right after that chunk.
+    """Encoder inputs of a chunk of sentences, and the shard's state right after that chunk.
 
     ``end_bytes``: the shard's bytes up to the chunk's last unit (to the end of what was read,
     for the last chunk).
     """
 
-    batches: list[Batch]
+    inputs: list[EncoderInput]
     state: ShardState
     end_bytes: int
 
@@ -105,8 +105,11 @@ class Producer:
         self.subwords.stats = EncodeStats()
         inputs = self.subwords.encode(pending)
         state.stats.add(self.subwords.stats)
-        batches = list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
-        return Chunk(batches, state.snapshot(), self._into_shard(state.shard, end_bytes))
+        return Chunk(inputs, state.snapshot(), self._into_shard(state.shard, end_bytes))
+
+    def batches(self, inputs: list[EncoderInput]) -> list[Batch]:
+        """``inputs`` in padded batches to this producer's token budget."""
+        return list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
 
     def _into_shard(self, shard: Shard, end_bytes: int) -> int:
         """Corpus bytes as bytes into ``shard``: the reader's buffer runs past a shard's end."""

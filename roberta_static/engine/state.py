@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import DistillConfig
-from ..model.batches import Batch
+from ..model.batches import EncoderInput
 from ..progress import Work
 from ..text.corpus import Position, is_compressed
 from ..text.shards import Shard
@@ -34,7 +34,7 @@ class ShardState:
         stats: The producer's counters for the part read.
         done: Whether the shard is read to its end (or to where the pass stops early).
         may_stop_early: Whether reading may end inside the shard once no entry may take more.
-        leftover: Batches of the part read that are not summed yet.
+        leftover: Encoder inputs of the part read that are not summed yet.
 
     """
 
@@ -45,7 +45,7 @@ class ShardState:
     stats: RunStats = field(default_factory=RunStats)
     done: bool = False
     may_stop_early: bool = True
-    leftover: list[Batch] = field(default_factory=list)
+    leftover: list[EncoderInput] = field(default_factory=list)
 
     @classmethod
     def fresh(

@@ -63,26 +63,38 @@ class EncodeStats:
 def make_batches(
     inputs: Sequence[EncoderInput], batch_tokens: int, pad_id: int, max_padding: float = 0.1
 ) -> Iterator[Batch]:
-    """Group inputs into padded batches, shortest first.
+    """Group inputs into padded batches, shortest first (see :func:`batch_groups`)."""
+    for group in batch_groups(inputs, batch_tokens, max_padding):
+        yield _pad([inputs[i] for i in group], pad_id)
+
+
+def batch_groups(
+    inputs: Sequence[EncoderInput], batch_tokens: int, max_padding: float = 0.1
+) -> Iterator[list[int]]:
+    """The indices of ``inputs`` that make each batch, shortest first.
 
     A batch holds at most ``batch_tokens`` tokens, padding included, and at most a ``max_padding``
     share of padding: inputs are sorted by length, and a longer one starts a new batch when padding
     the batch to its length would pass either limit.
     """
     order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].ids))
-    group: list[EncoderInput] = []
+    group: list[int] = []
     real = 0
     for i in order:
-        item = inputs[i]
-        width = len(item.ids)
+        width = len(inputs[i].ids)
         padded = (len(group) + 1) * width
         if group and (padded > batch_tokens or padded - real - width > max_padding * padded):
-            yield _pad(group, pad_id)
+            yield group
             group, real = [], 0
-        group.append(item)
+        group.append(i)
         real += width
     if group:
-        yield _pad(group, pad_id)
+        yield group
+
+
+def padded(inputs: Sequence[EncoderInput], pad_id: int) -> Batch:
+    """One padded batch of ``inputs``."""
+    return _pad(list(inputs), pad_id)
 
 
 def _pad(group: list[EncoderInput], pad_id: int) -> Batch:

@@ -27,12 +27,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ...config import DistillConfig
 from ...errors import ConfigError, Interrupted, RobertaStaticError, install_hint
+from ...model.batches import make_batches
 from ...progress import PassStart, ProgressCallback, Work
 from ...stopping import Checkpointing
 from ...text.shards import Shard
@@ -77,6 +79,10 @@ class RayPass:
         self.ray, self.corpus, self.config, self.report = ray, job.corpus, config, report
         self.run_id = uuid.uuid4().hex
         self.setup = ray.put(ProducerSetup.of(job.encoder, job.corpus, job.vocab, config))
+        encoder = job.encoder  # a resumed shard's leftover, as batches to its token budget
+        self.batches_of = partial(
+            make_batches, batch_tokens=encoder.batch_tokens, pad_id=encoder.subwords.pad_id
+        )
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))
         on_gpu = gpus > 0 and config.device != "cpu"
@@ -204,7 +210,7 @@ class RayPass:
                 self._added(index, *adds.pop(0))
 
         if entry.leftover:
-            add(self.ray.put(entry.leftover), None)
+            add(self.ray.put(list(self.batches_of(entry.leftover))), None)
         # A shard done but for its leftover ends where it is.
         end = self._produce(entry, add) if not entry.done else ShardEnd(entry.snapshot())
         for ref, done in adds:

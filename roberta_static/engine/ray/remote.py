@@ -71,9 +71,10 @@ def produce_shard(
     # Arguments from Ray's object store are read-only; the pass counts contexts down in place.
     state = state.snapshot()
     with _one_line_errors():
-        for chunk in _producer(run, setup).chunks(state):
+        producer = _producer(run, setup)
+        for chunk in producer.chunks(state):
             yield ChunkHeader(chunk.end_bytes, chunk.state.stats.sentences)
-            yield chunk.batches
+            yield producer.batches(chunk.inputs)
         yield ShardEnd(state)
 
 
