@@ -9,6 +9,7 @@ encoders' devices, in float64, one accumulator per encoder, merged in a fixed or
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,6 +29,9 @@ from .producer import Producer
 from .state import PassState
 from .stats import RunStats
 
+# Inputs that do not fill a batch wait at most this long for more once the encoders are idle:
+# long enough for several chunks to arrive, short beside a run.
+_MAX_WAIT_SECONDS = 0.25
 Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error", shard index, payload)
 
 
@@ -121,7 +125,8 @@ class FedPass:
             self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger, stop
         )
         encoder = self.encoders[0]
-        batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, pooled=self.pooled)
+        pool = self.job.config.chunk_sentences if self.pooled else 0
+        batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, pool)
         watch = _Watch(stop, lambda: self._poll(ledger, encoding, batcher, stop))
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
@@ -142,10 +147,10 @@ class FedPass:
             self.saver.checkpointing.nothing_to_lose = False
 
     def _poll(self, ledger: Ledger, encoding: EncoderThreads, batcher: Batcher, stop: Any) -> None:
-        """What every wait does a few times a second: save when due, feed idle encoders."""
+        """What every wait does a few times a second: save when due, feed encoders idle long."""
         if ledger.summed and self.saver.due():
             self.saver.save(self._snapshot(ledger))
-        if encoding.idle() and batcher.waiting:
+        if encoding.idle() and batcher.waited() >= _MAX_WAIT_SECONDS:
             encoding.put(batcher.flush(), stop)
 
     def _feed(self, state: PassState, run: _Run) -> bool:
@@ -164,8 +169,9 @@ class FedPass:
             if chunk.state.done:
                 open_shards.discard(index)
             sent = run.ledger.send(index, chunk)
-            last = not open_shards or run.encoding.idle()
-            if not run.encoding.put(run.batcher.add(sent, flush=last), run.watch):
+            # The last batch not full waits for more inputs, until the encoders are idle at a
+            # poll (a few times a second) or no shard is left to read.
+            if not run.encoding.put(run.batcher.add(sent, flush=not open_shards), run.watch):
                 return False
             self.report(run.start.progress(run.ledger.total(), self._tokens()))
         done = run.encoding.wait(run.watch)
@@ -248,34 +254,37 @@ class _Run:
 class Batcher:
     """Encoder batches from the inputs of the chunks handed over, with the inputs each holds.
 
-    One chunk at a time (``pooled`` False, one process): each chunk's inputs make their own
+    One chunk at a time (``pool_inputs`` 0, one process): each chunk's inputs make their own
     batches, so a run's batches, and its sums, are the same every time. Pooled (worker
-    processes): inputs of chunks from any shard wait together until they fill batches, so more
-    workers never mean smaller batches; a batch not yet full waits for more, unless flushed.
+    processes): inputs of chunks from any shard wait together until ``pool_inputs`` of them
+    (a chunk's worth) are in, then make batches as one chunk's would, so more workers, and so
+    smaller pieces of the corpus per chunk, never mean smaller batches.
     """
 
-    def __init__(self, batch_tokens: int, pad_id: int, pooled: bool) -> None:
-        self.batch_tokens, self.pad_id, self.pooled = batch_tokens, pad_id, pooled
+    def __init__(self, batch_tokens: int, pad_id: int, pool_inputs: int = 0) -> None:
+        self.batch_tokens, self.pad_id, self.pool_inputs = batch_tokens, pad_id, pool_inputs
         self.pool: Members = []
+        self.since = 0.0  # when the inputs waiting began to wait
 
-    @property
-    def waiting(self) -> bool:
-        """Whether inputs wait for a batch."""
-        return bool(self.pool)
+    def waited(self) -> float:
+        """Seconds the inputs waiting have waited (0 when none wait)."""
+        return time.monotonic() - self.since if self.pool else 0.0
 
     def add(self, chunk: SentChunk, flush: bool = False) -> list[tuple[Batch, Members]]:
-        """The batches ready once ``chunk`` is in: all of them with ``flush`` or one at a time."""
+        """The batches ready once ``chunk`` is in (with ``flush``, of every input waiting)."""
+        if not self.pool:
+            self.since = time.monotonic()
         self.pool += [(chunk, number) for number in range(len(chunk.inputs))]
-        return self.flush(keep_last=self.pooled and not flush)
+        if flush or len(self.pool) >= self.pool_inputs:
+            return self.flush()
+        return []
 
-    def flush(self, keep_last: bool = False) -> list[tuple[Batch, Members]]:
-        """Batches of the inputs waiting; with ``keep_last``, the last (not full) keeps waiting."""
+    def flush(self) -> list[tuple[Batch, Members]]:
+        """Batches of every input waiting."""
         inputs = [chunk.inputs[number] for chunk, number in self.pool]
-        groups = list(batch_groups(inputs, self.batch_tokens))
-        kept = groups.pop() if keep_last and groups else []
         batches = [
             (padded([inputs[i] for i in group], self.pad_id), [self.pool[i] for i in group])
-            for group in groups
+            for group in batch_groups(inputs, self.batch_tokens)
         ]
-        self.pool = [self.pool[i] for i in kept]
+        self.pool = []
         return batches
