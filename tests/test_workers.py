@@ -105,6 +105,23 @@ def test_workers_and_two_encoders_give_the_serial_vectors_and_counts(
         assert parallel.meta["stats"][key] == serial.meta["stats"][key], key
 
 
+@pytest.mark.parametrize("max_contexts", [0, 7])
+def test_workers_batch_the_inputs_of_many_shards_together(
+    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts
+):
+    # Every shard is a small piece of the corpus: batched shard by shard, the batches would be
+    # small. The encoder side pools their inputs into batches as large as one process's.
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=max_contexts)
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    parallel = distill(corpus_folder, vocab_file, config.replace(workers=2))
+    assert_same_vectors(serial, parallel)
+    shards = len(plan_shards(sorted(p for p in corpus_folder.iterdir() if p.is_file())))
+    one, many = serial.meta["stats"], parallel.meta["stats"]
+    assert shards > 2 * one["batches"]
+    assert many["batches"] <= one["batches"] + 2
+    assert many["tokens"] / many["batches"] >= 0.9 * one["tokens"] / one["batches"]
+
+
 def test_a_stopped_parallel_run_resumes_exactly_with_another_worker_count(
     roberta_dir, corpus_folder, vocab_file, small_shards, tmp_path
 ):
