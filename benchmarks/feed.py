@@ -2,6 +2,10 @@
 
 For each worker count (``--workers 1,2``; 1 is the one-process engine, N > 1
 ``DistillConfig(workers=N)``):
+First, the hand-over: the producer's chunks over the corpus in one process, pickled and read
+back as worker processes send them (four flat arrays a chunk) and as two arrays per sentence
+(how they went before), with its share of the producer's time.
+
 (a) the producer only: model tokens/s the CPU side prepares with that many worker processes,
     nothing encoded (``producer.py``'s ``in_workers``, start-up not counted);
 (b) ``distill`` end to end with a near-free encoder: random weights, hidden size 32, MiniLM's real
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import resource
 import statistics
 import subprocess
@@ -51,6 +56,7 @@ HIDDEN = 32  # the near-free encoder's width: its arithmetic is negligible next 
 PRODUCER = "producer"
 NEAR_FREE = "near-free"
 SIMULATED = "simulated"
+HANDOVER = "hand-over"
 # What producer.py sets for its worker processes (and distill's workers set for themselves).
 PRODUCER_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -98,6 +104,42 @@ def run_producer(task: dict[str, Any]) -> dict[str, Any]:
     return {"tokens": tokens, "seconds": seconds, "wall": seconds}
 
 
+def run_handover(task: dict[str, Any]) -> dict[str, Any]:
+    """The hand-over in this process: the producer's chunks over the corpus, pickled and read
+    back as a worker sends them (packed arrays), and as per-sentence arrays (what it was)."""
+    from producer import build_producer
+
+    from roberta_static.engine.sharding import whole_corpus
+
+    words = Path(task["vocab"]).read_text().splitlines()
+    producer = build_producer([task["corpus"]], words, task["model"], task["max_contexts"])
+    start = time.perf_counter()
+    chunks = list(producer.chunks(whole_corpus(producer.corpus, len(words), producer.config)))
+    found = {"producer": time.perf_counter() - start}
+    for label, items in (("packed", chunks), ("per sentence", [c.inputs for c in chunks])):
+        start = time.perf_counter()
+        sent = [pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL) for item in items]
+        found[f"{label} dumps"] = time.perf_counter() - start
+        start = time.perf_counter()
+        for blob in sent:
+            pickle.loads(blob)
+        found[f"{label} loads"] = time.perf_counter() - start
+    return found
+
+
+def describe_handover(run: dict[str, Any]) -> str:
+    """The hand-over's seconds and share of the producer's time, packed and per sentence."""
+    parts = []
+    for label in ("packed", "per sentence"):
+        dumps, loads = run[f"{label} dumps"], run[f"{label} loads"]
+        share = (dumps + loads) / run["producer"]
+        parts.append(
+            f"{label}: pickling {dumps:.3f} s in the workers + unpickling {loads:.3f} s in the "
+            f"encoder's process = {share:.1%}"
+        )
+    return f"of the producer's {run['producer']:.2f} s, " + "; ".join(parts)
+
+
 def run_distill(task: dict[str, Any]) -> dict[str, Any]:
     """(b) or (c) in this process: one ``distill`` of the corpus, as its meta.json counts it."""
     from roberta_static import DistillConfig
@@ -137,7 +179,7 @@ def children_seconds() -> float:
 
 def measure(task: dict[str, Any]) -> dict[str, Any]:
     """One run in a fresh process, with the cores other processes kept busy meanwhile."""
-    env = {**os.environ, **(PRODUCER_ENV if task["kind"] == PRODUCER else {})}
+    env = {**os.environ, **(PRODUCER_ENV if task["kind"] in (PRODUCER, HANDOVER) else {})}
     busy, ours, start = busy_seconds(), children_seconds(), time.perf_counter()
     done = subprocess.run(
         [sys.executable, __file__, "--task", json.dumps(task)],
@@ -242,7 +284,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.task:
         task = json.loads(args.task)
-        print(json.dumps((run_producer if task["kind"] == PRODUCER else run_distill)(task)))
+        runner = {PRODUCER: run_producer, HANDOVER: run_handover}.get(task["kind"], run_distill)
+        print(json.dumps(runner(task)))
         return
     counts = [int(n) for n in args.workers.split(",")]
     layers = [int(n) for n in args.layers.split(",")]
@@ -259,6 +302,9 @@ def main() -> None:
             f"entries; max_contexts {args.max_contexts}; simulated device "
             f"{args.simulate_rate:,.0f} tokens/s"
         )
+        handover = {"kind": HANDOVER, "workers": 1, "model": models[layers[0]]}
+        handover |= {"corpus": str(corpus), "vocab": str(vocab), "max_contexts": args.max_contexts}
+        print(f"{'hand-over, one process':42} {describe_handover(measure(handover))}", flush=True)
         kinds = [(PRODUCER, 0), *((NEAR_FREE, n) for n in layers), (SIMULATED, layers[0])]
         runs: dict[tuple, list[dict[str, Any]]] = {}
         for round_ in range(args.repeat):

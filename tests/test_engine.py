@@ -186,6 +186,24 @@ def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
     np.testing.assert_array_equal(producer.count(shard, len(job.vocab)), taken)
 
 
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_a_chunk_crosses_a_process_boundary_as_it_was(count):
+    import pickle
+
+    from roberta_static.engine.producer import Chunk
+
+    inputs = [
+        EncoderInput(np.arange(3 + i), np.array([[1, 2, i]] * (i % 2 + 1))) for i in range(count)
+    ]
+    chunk = Chunk(inputs, _shard(0), end_bytes=42)
+    back = pickle.loads(pickle.dumps(chunk))
+    assert (back.end_bytes, back.state.shard, len(back.inputs)) == (42, chunk.state.shard, count)
+    for a, b in zip(back.inputs, inputs, strict=True):
+        np.testing.assert_array_equal(a.ids, b.ids)
+        np.testing.assert_array_equal(a.occurrences, b.occurrences)
+    assert back.inputs is not chunk.inputs and chunk.inputs == inputs  # the sender's untouched
+
+
 # --- checkpoints ---------------------------------------------------------------------------
 
 

@@ -294,3 +294,50 @@ def test_sigint_stops_workers_quietly_and_what_was_done_resumes(
     subprocess.run(["roberta-static", "distill", "--resume", str(out), "-q"], check=True)
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0)
     assert_same_vectors(distill(busy_corpus, vocab_file, config), StaticVectors.load(out))
+
+
+def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_on(
+    roberta_dir, corpus_folder, vocab_file
+):
+    from roberta_static.engine.local import ProcessFeeder
+    from roberta_static.engine.producer import ProducerSetup
+    from roberta_static.engine.sharding import whole_corpus
+    from roberta_static.model.encoder import Encoder
+
+    config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=4)
+    corpus, vocab = Corpus([corpus_folder / "a.txt"]), Vocabulary.from_file(vocab_file)
+    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    fresh = lambda: whole_corpus(corpus, len(vocab), config)  # noqa: E731
+    expected = [item.ids for chunk in setup.producer().chunks(fresh()) for item in chunk.inputs]
+    bridged, proceed = [], threading.Event()
+
+    def bridge_producer():
+        producer = setup.producer()
+        chunks = producer.chunks
+
+        def held(state):  # the bridge's second chunk waits until a worker is ready
+            for chunk in chunks(state):
+                bridged.append(chunk)
+                yield chunk
+                proceed.wait(120)
+
+        producer.chunks = held
+        return producer
+
+    class WorkerReady:
+        def is_set(self) -> bool:
+            return feeder.ready.is_set()
+
+    with ProcessFeeder(setup, 1, bridge_producer) as feeder:
+        feeder.submit(("encode", 0, fresh()))
+        received = [feeder.receive(None)[2]]  # a worker takes seconds to start: the bridge's
+        assert len(bridged) == 1
+        assert feeder.receive(WorkerReady()) is None
+        proceed.set()
+        while not received[-1].state.done:
+            received.append(feeder.receive(None)[2])
+    # The bridge sent its chunk in hand, then a worker read the rest of the shard, in order.
+    assert len(bridged) == 2 < len(received)
+    got = [item.ids for chunk in received for item in chunk.inputs]
+    assert len(got) == len(expected)
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))

@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -24,14 +24,12 @@ from ..atomic import missing_folders, remove_if_empty, write_failed
 from ..config import DistillConfig
 from ..errors import ConfigError, Interrupted
 from ..formats.native import META_FILE
+from ..model.batches import pack_inputs, unpack_inputs
 from ..stopping import Checkpointing, StopNow
 from ..text.corpus import Corpus, Position, corpus_identity
 from ..text.shards import Shard
 from .state import PassState, ShardState
 from .stats import RunStats
-
-if TYPE_CHECKING:  # inputs come with the model side, which the CLI loads only once needed
-    from ..model.batches import EncoderInput
 
 CHECKPOINT_DIR = ".checkpoint"
 FORMAT = 4
@@ -103,7 +101,7 @@ def _write(staging: Path, checkpoint: Checkpoint) -> None:
         remaining=np.stack([shard.remaining for shard in state.shards]),
     )
     leftover = [item for shard in state.shards for item in shard.leftover]
-    np.savez(staging / "leftover.npz", **_input_arrays(leftover))
+    np.savez(staging / "leftover.npz", **pack_inputs(leftover))
     record = {
         "format": FORMAT,
         "config": checkpoint.config,
@@ -182,7 +180,7 @@ def _read_state(target: Path, record: dict[str, Any]) -> PassState:
     with np.load(target / "shards.npz", allow_pickle=False) as shards:
         quota, remaining = shards["quota"], shards["remaining"]
     with np.load(target / "leftover.npz", allow_pickle=False) as arrays:
-        leftover = iter(_inputs(arrays))
+        leftover = iter(unpack_inputs(arrays))
     states = []
     for number, item in enumerate(record["shards"]):
         shard = Shard(Position(**item["start"]), Position(**item["stop"]))
@@ -199,28 +197,6 @@ def _read_state(target: Path, record: dict[str, Any]) -> PassState:
             )
         )
     return PassState(rows, summed, counts, RunStats(**record["stats"]), states)
-
-
-def _input_arrays(inputs: list[EncoderInput]) -> dict[str, np.ndarray]:
-    """Encoder inputs as four flat arrays: token ids and occurrences, with their lengths."""
-    return {
-        "ids": np.concatenate([item.ids for item in inputs] or [np.zeros(0, np.int64)]),
-        "lengths": np.array([len(item.ids) for item in inputs], dtype=np.int64),
-        "occurrences": np.concatenate(
-            [item.occurrences for item in inputs] or [np.zeros((0, 3), np.int64)]
-        ),
-        "counts": np.array([len(item.occurrences) for item in inputs], dtype=np.int64),
-    }
-
-
-def _inputs(arrays: Any) -> list[EncoderInput]:
-    from ..model.batches import EncoderInput
-
-    ids = np.split(arrays["ids"], np.cumsum(arrays["lengths"])[:-1])
-    occurrences = np.split(arrays["occurrences"], np.cumsum(arrays["counts"])[:-1])
-    if not len(arrays["lengths"]):
-        return []
-    return [EncoderInput(a, b) for a, b in zip(ids, occurrences, strict=True)]
 
 
 def check_resume(

@@ -9,6 +9,8 @@ encoders' devices, in float64, one accumulator per encoder, merged in a fixed or
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from .stats import RunStats
 # Inputs that do not fill a batch wait at most this long for more once the encoders are idle:
 # long enough for several chunks to arrive, short beside a run.
 _MAX_WAIT_SECONDS = 0.25
+_POLL_SECONDS = 0.1
 Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error", shard index, payload)
 
 
@@ -45,19 +48,47 @@ class Feeder(Protocol):
         """The next message; None when ``stop`` is set first. A task's error is raised here."""
 
 
-def serve(producer: Producer, entries: int, task: Message, send: Callable[[Message], Any]) -> None:
-    """Run one task, sending its messages: the counts, or each chunk (the last one ``done``)."""
+def serve(
+    producer: Producer,
+    entries: int,
+    task: Message,
+    send: Callable[[Message], Any],
+    hand_over: threading.Event | None = None,
+) -> Message | None:
+    """Run one task, sending its messages: the counts, or each chunk (the last one ``done``).
+
+    Once ``hand_over`` is set, a shard task stops after the chunk in hand and returns the rest of
+    the shard as a task for another feeder (it goes on from there as a resumed shard would).
+    """
     kind, index, payload = task
     try:
         if kind == "count":
             send(("counted", index, producer.count(payload, entries)))
-        else:
-            for chunk in producer.chunks(payload):
-                send(("chunk", index, chunk))
+            return None
+        for chunk in producer.chunks(payload):
+            send(("chunk", index, chunk))
+            if hand_over is not None and hand_over.is_set() and not chunk.state.done:
+                return ("encode", index, chunk.state.snapshot())
     except RobertaStaticError as error:
         send(("error", index, error))
     except Exception as error:  # noqa: BLE001 (reaches the user as one line)
         send(("error", index, worker_failure(error)))
+    return None
+
+
+def put_unless_closed(target: queue.Queue, message: Message, closed: threading.Event) -> None:
+    """Put ``message`` into ``target``, waiting for room; :class:`FeederClosed` once closed."""
+    while not closed.is_set():
+        try:
+            target.put(message, timeout=_POLL_SECONDS)
+            return
+        except queue.Full:
+            continue
+    raise FeederClosed
+
+
+class FeederClosed(BaseException):  # noqa: N818 (a signal through serve, which catches Exception)
+    """The feeder was closed while a thread of it waited to hand over a message."""
 
 
 def worker_failure(error: BaseException) -> CorpusError:

@@ -18,8 +18,10 @@ import os
 import queue
 import signal
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
+from functools import partial
 from typing import Any
 
 from ..model.encoder import Encoder
@@ -27,12 +29,13 @@ from ..model.threads import torch_threads
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from .base import Job
-from .feeding import FedPass, Message, raise_failure, serve
-from .producer import ProducerSetup
+from .feeding import FedPass, FeederClosed, Message, put_unless_closed, raise_failure, serve
+from .producer import Producer, ProducerSetup
 from .sharding import fresh_shards
 from .state import PassState
 
 _POLL_SECONDS = 0.1
+_BRIDGE_POLL_SECONDS = 0.01  # while the bridge runs, its chunks wait at most this long
 
 
 class LocalEngine:
@@ -57,7 +60,7 @@ class LocalEngine:
         with torch_threads(on_cpu, cores_taken=workers), ExitStack() as stack:
             # A stop while the workers start would cut their setup short: it waits for them.
             with stopping.uninterrupted() if stopping is not None else nullcontext():
-                feeder = stack.enter_context(ProcessFeeder(setup, workers))
+                feeder = stack.enter_context(ProcessFeeder(setup, workers, job.producer))
             saver = job.saver(stopping, resume)
             fed = FedPass(job, encoders, feeder, progress, saver, pooled=True)
             state = resume or PassState.empty(
@@ -67,9 +70,15 @@ class LocalEngine:
 
 
 class ProcessFeeder:
-    """Worker processes taking shard tasks from one queue and sending results on another."""
+    """Worker processes taking shard tasks from one queue and sending results on another.
 
-    def __init__(self, setup: ProducerSetup, count: int) -> None:
+    Workers take seconds to start (each imports torch and spaCy and loads the segmenter). Until
+    one is ready, a thread of this process, the bridge, serves the tasks with a producer of its
+    own (built by ``producer``), so the encoder starts as soon as in one process. Once a worker
+    is ready, the bridge ends after the chunk in hand, and a worker reads the rest of its shard.
+    """
+
+    def __init__(self, setup: ProducerSetup, count: int, producer: Callable[[], Producer]) -> None:
         context = multiprocessing.get_context("spawn")  # fork would copy torch's threads
         self.tasks = context.Queue()
         self.results = context.Queue(maxsize=4 * count)
@@ -79,6 +88,14 @@ class ProcessFeeder:
             )
             for _ in range(count)
         ]
+        self.entries = len(setup.entries)
+        self.ready = threading.Event()  # a worker has built its producer
+        self.closed = threading.Event()
+        self.bridged: queue.Queue[Message] = queue.Queue(maxsize=2)
+        self.waiting: deque[Message] = deque()
+        self.bridge = threading.Thread(
+            target=self._bridge, args=(producer,), name="roberta-static-bridge", daemon=True
+        )
 
     def __enter__(self) -> ProcessFeeder:
         # Workers run no model: one thread each, so N workers and the encoder share the cores.
@@ -88,17 +105,20 @@ class ProcessFeeder:
         with threads, _interrupts_held():
             for process in self.processes:
                 process.start()
+        self.bridge.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
+        self.closed.set()
         if kind is None:  # every shard is done: the workers wait for their next task
+            self.bridge.join()  # at once: it waits for a task (or has ended)
             for _ in self.processes:
                 self.tasks.put(None)
             for process in self.processes:
                 process.join(timeout=5)
         else:
             # A stop or an error: the workers hold nothing worth waiting for, and tasks they
-            # never read must not hold up this process's exit.
+            # never read must not hold up this process's exit. The bridge ends at its next chunk.
             self.tasks.cancel_join_thread()
         for process in self.processes:
             if process.is_alive():
@@ -111,19 +131,52 @@ class ProcessFeeder:
 
     def receive(self, stop: Any) -> Message | None:
         """The next result; None when ``stop`` is set first. A worker's error is raised here."""
-        while True:
-            if stop is not None and stop.is_set():
-                return None
+        while stop is None or not stop.is_set():
+            if not self.waiting:
+                self._collect()
+            if self.waiting:
+                return raise_failure(self.waiting.popleft())
+        return None
+
+    def _collect(self) -> None:
+        """Wait a moment for the workers' next message; take the bridge's messages meanwhile."""
+        bridging = self.bridge.is_alive()
+        try:
+            message = self.results.get(timeout=_BRIDGE_POLL_SECONDS if bridging else _POLL_SECONDS)
+        except queue.Empty:
+            message = None
+            self._check_workers()
+        # The bridge's messages go first: the rest of a shard it handed over comes from a worker,
+        # and must not overtake the chunks the bridge sent before.
+        while not self.bridged.empty():
+            self.waiting.append(self.bridged.get_nowait())
+        if message is not None and message[0] == "ready":
+            self.ready.set()
+        elif message is not None:
+            self.waiting.append(message)
+
+    def _check_workers(self) -> None:
+        dead = [p for p in self.processes if not p.is_alive()]
+        if dead:
+            raise RuntimeError(
+                f"a worker process ended unexpectedly (exit code {dead[0].exitcode})"
+            ) from None
+
+    def _bridge(self, make_producer: Callable[[], Producer]) -> None:
+        """Serve tasks in this process until a worker is ready; hand the shard in hand over."""
+        producer = make_producer()
+        send = partial(put_unless_closed, self.bridged, closed=self.closed)
+        while not self.ready.is_set() and not self.closed.is_set():
             try:
-                message = self.results.get(timeout=_POLL_SECONDS)
+                task = self.tasks.get(timeout=_BRIDGE_POLL_SECONDS)
             except queue.Empty:
-                dead = [p for p in self.processes if not p.is_alive()]
-                if dead:
-                    raise RuntimeError(
-                        f"a worker process ended unexpectedly (exit code {dead[0].exitcode})"
-                    ) from None
                 continue
-            return raise_failure(message)
+            try:
+                rest = serve(producer, self.entries, task, send, hand_over=self.ready)
+            except FeederClosed:
+                return
+            if rest is not None:
+                self.tasks.put(rest)
 
 
 class _environment:  # noqa: N801 (used as a context manager, like contextlib's)
@@ -172,6 +225,7 @@ def _worker_main(setup: ProducerSetup, tasks: Any, results: Any) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _end_with_parent()
     producer = setup.producer()
+    results.put(("ready", -1, None))
     while (task := tasks.get()) is not None:
         serve(producer, len(setup.entries), task, results.put)
 

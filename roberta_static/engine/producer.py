@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 
 from ..config import DistillConfig
-from ..model.batches import Batch, EncoderInput, EncodeStats, make_batches
+from ..model.batches import (
+    Batch,
+    EncoderInput,
+    EncodeStats,
+    make_batches,
+    pack_inputs,
+    unpack_inputs,
+)
 from ..model.encoder import Encoder
 from ..model.subwords import SubwordEncoder
 from ..progress import Work
@@ -37,6 +44,14 @@ class Chunk:
     def end(self) -> Work:
         """The bytes and sentences of the shard once this chunk is summed."""
         return Work(self.end_bytes, self.state.stats.sentences)
+
+    # Worker processes hand chunks over pickled: its inputs as four flat arrays, not two arrays
+    # per sentence, whose unpickling held up the encoder's process (see feed.py's hand-over).
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "inputs": pack_inputs(self.inputs)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, inputs=unpack_inputs(state["inputs"]))
 
 
 class Producer:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import queue
 import threading
+from functools import partial
 from typing import Any
 
 from ..model.threads import torch_threads
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from .base import Job
-from .feeding import FedPass, Message, raise_failure, serve
+from .feeding import FedPass, FeederClosed, Message, put_unless_closed, raise_failure, serve
 from .producer import Producer
 from .sharding import whole_corpus
 from .state import PassState
@@ -82,21 +83,9 @@ class ThreadFeeder:
         return None
 
     def _main(self) -> None:
+        send = partial(put_unless_closed, self.results, closed=self.closed)
         while not self.closed.is_set() and (task := self.tasks.get()) is not None:
             try:
-                serve(self.producer, self.entries, task, self._send)
-            except _Closed:
+                serve(self.producer, self.entries, task, send)
+            except FeederClosed:
                 return
-
-    def _send(self, message: Message) -> None:
-        while not self.closed.is_set():
-            try:
-                self.results.put(message, timeout=_POLL_SECONDS)
-                return
-            except queue.Full:
-                continue
-        raise _Closed
-
-
-class _Closed(BaseException):  # noqa: N818 (a signal through serve, which catches Exception)
-    """The feeder was closed while its thread waited to hand over a message."""

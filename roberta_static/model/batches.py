@@ -5,7 +5,7 @@ Plain data and numpy only, so worker processes, checkpoints and Ray send them ch
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +23,31 @@ class EncoderInput:
 
     ids: np.ndarray
     occurrences: np.ndarray
+
+
+def pack_inputs(inputs: Sequence[EncoderInput]) -> dict[str, np.ndarray]:
+    """Encoder inputs as four flat arrays: token ids and occurrences, with their lengths.
+
+    What crosses a process boundary or goes into a checkpoint: four arrays pickle or save in
+    a fraction of the time two arrays per input take.
+    """
+    return {
+        "ids": np.concatenate([item.ids for item in inputs] or [np.zeros(0, np.int64)]),
+        "lengths": np.array([len(item.ids) for item in inputs], dtype=np.int64),
+        "occurrences": np.concatenate(
+            [item.occurrences for item in inputs] or [np.zeros((0, 3), np.int64)]
+        ),
+        "counts": np.array([len(item.occurrences) for item in inputs], dtype=np.int64),
+    }
+
+
+def unpack_inputs(arrays: Mapping[str, np.ndarray]) -> list[EncoderInput]:
+    """The inputs :func:`pack_inputs` packed (views of its arrays)."""
+    if not len(arrays["lengths"]):
+        return []
+    ids = np.split(arrays["ids"], np.cumsum(arrays["lengths"])[:-1])
+    occurrences = np.split(arrays["occurrences"], np.cumsum(arrays["counts"])[:-1])
+    return [EncoderInput(a, b) for a, b in zip(ids, occurrences, strict=True)]
 
 
 @dataclass
