@@ -84,7 +84,7 @@ def distill_command(
     batch_tokens: int | None = BATCH_TOKENS,
     max_length: int | None = MAX_LENGTH,
     device: str = DEVICE,
-    workers: int | None = WORKERS,
+    workers: str = WORKERS,
     engine: Engine = ENGINE,
     ray_address: str | None = RAY_ADDRESS,
     encoders: int | None = ENCODERS,

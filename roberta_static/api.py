@@ -27,6 +27,7 @@ from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .model.encoder import Encoder, free_memory, resolve_device
 from .model.loading import load_pretrained, model_fingerprint
 from .model.pooling import Accumulator
+from .model.threads import auto_workers
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .stopping import Checkpointing
 from .text.corpus import Corpus, TextCorpus, check_readable
@@ -158,6 +159,8 @@ def distill_from_model(
         vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
     elif vocab is None:
         vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
+    if config.workers is None and config.engine == "local":
+        config = config.replace(workers=auto_workers(encoder.device.type))
     job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
     report(_plan(len(vocab), job.dim, encoder))
     resumed = resume_from.state if resume_from is not None else None

@@ -64,11 +64,29 @@ def parse_devices(spec: str) -> list[str]:
     return devices
 
 
+def parse_workers(value: int | str | None) -> int | None:
+    """``auto`` (or None) as None, a count as an int, checked.
+
+    Example:
+        >>> parse_workers("4"), parse_workers("auto")
+        (4, None)
+
+    """
+    if value is None or value == AUTO_WORKERS:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ConfigError(f"expected a number of processes or auto, got {value!r}", "workers")
+
+
 def _runtime(default: Any) -> Any:
     """A field that changes how a run goes, never its result: a resumed run may change it."""
     return dataclasses.field(default=default, metadata={"runtime": True})
 
 
+AUTO_WORKERS = "auto"
 ALL_LAYERS = "all"
 Layers = tuple[int, ...] | Literal["all"]
 
@@ -136,9 +154,10 @@ class DistillConfig:
         max_length: Longest encoder input in tokens (default: the model's limit).
         device: ``auto`` picks CUDA, then MPS, then CPU; ``cuda:1`` names a GPU; several, comma
             separated (``cuda:0,cuda:1``), run one encoder on each.
-        workers: Processes that read, segment, match and tokenize the corpus; with 1 (the
-            default) the pass runs in this process. With the Ray engine: shard tasks running at
-            once (default: the cluster's CPUs).
+        workers: Processes that read, segment, match and tokenize the corpus; with 1 the pass
+            runs in this process. ``auto`` or None (the default): the cores a CUDA encoder
+            leaves spare, else 1 (see :func:`~roberta_static.model.threads.auto_workers`). With
+            the Ray engine: shard tasks running at once (default: the cluster's CPUs).
         engine: ``local`` runs the pass on this machine; ``ray`` on a Ray cluster (see
             :mod:`roberta_static.engine.ray.driver`).
         ray_address: The Ray cluster to join (``auto``, ``HOST:PORT``); unset: the one this
@@ -176,7 +195,7 @@ class DistillConfig:
     chunk_sentences: int = _runtime(2048)
     max_length: int | None = None
     device: Device = _runtime("auto")
-    workers: int | None = _runtime(None)
+    workers: int | Literal["auto"] | None = _runtime(None)
     engine: Engine = _runtime("local")
     ray_address: str | None = _runtime(None)
     encoders: int | None = _runtime(None)
@@ -205,6 +224,7 @@ class DistillConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", name)
+        object.__setattr__(self, "workers", parse_workers(self.workers))
         require_minimums(self, MINIMUMS)
         parse_devices(self.device)
         PostProcessing(self.center, self.remove_top_pcs, self.pca, self.normalize)  # validates

@@ -87,3 +87,16 @@ def test_max_length_leaves_room_for_two_tokens_of_text():
     with pytest.raises(ConfigError, match="max_length: must be >= 2, got 1"):
         DistillConfig(model="m", max_length=1)
     assert DistillConfig(model="m", max_length=2).max_length == 2
+
+
+@pytest.mark.parametrize(("given", "workers"), [("auto", None), (None, None), ("4", 4), (2, 2)])
+def test_workers_are_a_count_or_auto(given, workers):
+    assert DistillConfig(model="m", workers=given).workers == workers
+
+
+@pytest.mark.parametrize("given", ["x", "-1", 2.5, True, 0])
+def test_workers_that_are_no_count_are_refused(given):
+    with pytest.raises(
+        ConfigError, match=r"workers: (expected a number of processes or auto|must be >= 1)"
+    ):
+        DistillConfig(model="m", workers=given)

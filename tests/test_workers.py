@@ -107,10 +107,12 @@ def test_workers_and_two_encoders_give_the_serial_vectors_and_counts(
 
 @pytest.mark.parametrize("max_contexts", [0, 7])
 def test_workers_batch_the_inputs_of_many_shards_together(
-    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts
+    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts, monkeypatch
 ):
     # Every shard is a small piece of the corpus: batched shard by shard, the batches would be
     # small. The encoder side pools their inputs into batches as large as one process's.
+    # (Inputs left waiting while the encoders idle are batched as they are: not within this run.)
+    monkeypatch.setattr("roberta_static.engine.feeding._MAX_WAIT_SECONDS", 600)
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=max_contexts)
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
     parallel = distill(corpus_folder, vocab_file, config.replace(workers=2))
@@ -341,3 +343,19 @@ def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_
     got = [item.ids for chunk in received for item in chunk.inputs]
     assert len(got) == len(expected)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_auto_workers_feed_a_gpu_from_its_spare_cores_and_leave_a_cpu_model_every_core(
+    monkeypatch,
+):
+    from roberta_static.model.threads import auto_workers
+
+    monkeypatch.setattr("roberta_static.model.threads.usable_cores", lambda: 16)
+    assert (auto_workers("cuda"), auto_workers("cpu"), auto_workers("mps")) == (15, 1, 1)
+    monkeypatch.setattr("roberta_static.model.threads.usable_cores", lambda: 1)
+    assert auto_workers("cuda") == 1
+
+
+def test_a_cpu_run_with_workers_auto_runs_in_one_process(roberta_dir, corpus_file, vocab_file):
+    vectors = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1"))
+    assert vectors.meta["config"]["workers"] == 1

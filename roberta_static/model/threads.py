@@ -22,6 +22,17 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
+def auto_workers(device_type: str) -> int:
+    """Worker processes for ``workers="auto"``: the spare cores beside a CUDA encoder, else 1.
+
+    A GPU encoder needs one core (its thread in the main process); every other core can feed
+    it. On a CPU the model needs every core, and one process is faster (MiniLM on 2 cores:
+    ``--workers 2`` took 1.85x as long, see THROUGHPUT.md); MPS is not measured, so it stays
+    with one process too.
+    """
+    return max(1, usable_cores() - 1) if device_type == "cuda" else 1
+
+
 @contextmanager
 def torch_threads(model_on_cpu: bool, cores_taken: int) -> Iterator[int]:
     """Run the body with torch's intra-op threads set to the cores left, then restore them.
