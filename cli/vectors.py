@@ -104,14 +104,12 @@ def merge_command(
     """
     with one_line_errors():
         from roberta_static.atomic import check_not_source, output_lock
-        from roberta_static.vectors.merge import merge_folders
         from roberta_static.vectors.static import StaticVectors
 
         for source in inputs:
             check_not_source(out, source)
         with output_lock(out):
-            merged = merge_folders(inputs)
-            vectors = StaticVectors(merged.words, merged.vectors, merged.counts, merged.meta)
-            vectors.save(out, overwrite=overwrite)
+            merged = StaticVectors.load_merged(inputs)
+            merged.save(out, overwrite=overwrite)
         found = merged.meta["stats"]["entries_found"]
         typer.echo(f"wrote {out}: {len(merged):,} entries ({found:,} seen), {int(merged.counts.sum()):,} occurrences")

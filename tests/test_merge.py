@@ -166,8 +166,8 @@ def test_missing_or_foreign_folders_are_refused_naming_them(tmp_path):
 def test_meta_records_every_input_and_the_merged_folder_reads_as_any_other(halves, tmp_path):
     halves["first"].save(tmp_path / "a")
     halves["second"].save(tmp_path / "b")
-    merged = merge_folders([tmp_path / "a", tmp_path / "b"])
-    StaticVectors(merged.words, merged.vectors, merged.counts, merged.meta).save(tmp_path / "c")
+    merged = StaticVectors.load_merged([tmp_path / "a", tmp_path / "b"])
+    merged.save(tmp_path / "c")
     loaded = StaticVectors.load(tmp_path / "c")
     assert loaded.words == merged.words and loaded.counts.tolist() == merged.counts.tolist()
     meta = loaded.meta
