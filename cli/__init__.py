@@ -12,7 +12,7 @@ from .finetune import finetune_command
 from .quality import evaluate_command, postprocess_command, sweep_command
 from .report import report_command
 from .spacy_init import spacy_init_command
-from .vectors import export_command, info_command, similar_command
+from .vectors import export_command, info_command, merge_command, similar_command
 
 app = typer.Typer(
     name="roberta-static",
@@ -32,6 +32,7 @@ COMMANDS = {
     "evaluate": evaluate_command,
     "sweep": sweep_command,
     "postprocess": postprocess_command,
+    "merge": merge_command,
     "report": report_command,
 }
 for _name, _function in COMMANDS.items():

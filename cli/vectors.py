@@ -1,4 +1,4 @@
-"""Commands that read a vectors folder: `export`, `info`, `similar`."""
+"""Commands that read vectors folders: `export`, `info`, `similar`, `merge`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from roberta_static.errors import short_list
 
 from ._util import Arg, Flag, Opt, one_line_errors
-from .options import ALLOW_PICKLED_VECTORS, SIF_COEFFICIENT, VECTORS_IN
+from .options import ALLOW_PICKLED_VECTORS, OVERWRITE, SIF_COEFFICIENT, VECTORS_IN
 
 
 # fmt: off
@@ -87,3 +87,29 @@ def similar_command(
             raise VectorsError(f"{vectors}: {word!r} has no vector")
         for neighbour, score in kv.most_similar(key, topn=topn):
             typer.echo(f"{score:.4f}\t{neighbour}")
+
+
+# fmt: off
+def merge_command(
+    inputs: list[Path] = Arg(..., help="Vectors folders written by distill, of one model and the same options", show_default=False),
+    out: Path = Opt(..., "--out", "-o", help="Output folder for the merged vectors (vectors.npy, vocab.tsv, meta.json)", show_default=False),
+    overwrite: bool = OVERWRITE,
+) -> None:
+    # fmt: on
+    """Merge vectors folders distilled over different texts: each entry's count-weighted mean.
+
+    Entries are the union of the folders', counts are summed, and meta.json records every input. The folders must share the model and every option that changes the vectors (those --resume compares); post-processed folders are refused.
+
+    With --max-contexts 0 (every occurrence) and one --vocab file, merging the folders of two texts equals distilling both at once, up to float32 rounding. Under --max-contexts N each folder used up to N occurrences of an entry, so a merged entry may average more than N (its count is the sum).
+    """
+    with one_line_errors():
+        from roberta_static.atomic import check_not_source, output_lock
+        from roberta_static.vectors.static import StaticVectors
+
+        for source in inputs:
+            check_not_source(out, source)
+        with output_lock(out):
+            merged = StaticVectors.load_merged(inputs)
+            merged.save(out, overwrite=overwrite)
+        found = merged.meta["stats"]["entries_found"]
+        typer.echo(f"wrote {out}: {len(merged):,} entries ({found:,} seen), {int(merged.counts.sum()):,} occurrences")

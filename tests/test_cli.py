@@ -16,6 +16,7 @@ from conftest import CORPUS_LINES
 from gensim.models import KeyedVectors
 from test_atomic import snapshot, user_folder
 from test_corpus import DAMAGED, write_damaged
+from test_merge import distilled
 from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
@@ -185,7 +186,7 @@ def test_damaged_compressed_corpus_is_one_line_and_leaves_no_output(
     assert not out.exists()
 
 
-WRITERS = ["distill", "postprocess", "sweep", "spacy-init"]
+WRITERS = ["distill", "postprocess", "sweep", "spacy-init", "merge"]
 
 
 def writer_args(command, out, model, corpus, vocab, tmp):
@@ -194,6 +195,8 @@ def writer_args(command, out, model, corpus, vocab, tmp):
     if not vectors.exists():
         rng = np.random.default_rng(0)
         StaticVectors(["cat", "dog", "garden"], rng.normal(size=(3, 4)), [3, 2, 1]).save(vectors)
+        distilled(["cat", "dog"], rng.normal(size=(2, 4)), [3, 2]).save(tmp / "march")
+        distilled(["cat", "garden"], rng.normal(size=(2, 4)), [1, 4]).save(tmp / "april")
     pairs = tmp / "pairs.tsv"
     pairs.write_text("cat\tdog\t8\ncat\tgarden\t2\ndog\tgarden\t3\n")
     inputs = [corpus, "--vocab", vocab, "--model", model, "-q"]
@@ -202,6 +205,7 @@ def writer_args(command, out, model, corpus, vocab, tmp):
         "postprocess": ["postprocess", vectors, out, "--center"],
         "sweep": ["sweep", *inputs, "--dataset", pairs, "--out", out],
         "spacy-init": ["spacy-init", vectors, out],
+        "merge": ["merge", tmp / "march", tmp / "april", "--out", out],
     }[command]
 
 
@@ -531,7 +535,7 @@ def test_pipes_and_broken_links_in_a_corpus_folder_are_warned_and_recorded(
     }
 
 
-@pytest.mark.parametrize("command", ["postprocess", "spacy-init"])
+@pytest.mark.parametrize("command", ["postprocess", "spacy-init", "merge"])
 @pytest.mark.parametrize("named", ["by its name", "through a link"])
 def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_path):
     vectors = tmp_path / "vectors"
@@ -542,7 +546,11 @@ def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_pat
         out, read = tmp_path / "link", f" ({vectors})"
         out.symlink_to(vectors)
     before = snapshot(tmp_path)
-    args = {"postprocess": [vectors, out, "--center"], "spacy-init": [vectors, out]}[command]
+    args = {
+        "postprocess": [vectors, out, "--center"],
+        "spacy-init": [vectors, out],
+        "merge": [tmp_path / "april", vectors, "--out", out],
+    }[command]
     result = run(command, *args, "--overwrite")
     assert result.exit_code == 1
     assert result.output == (
@@ -552,7 +560,7 @@ def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_pat
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("command", ["postprocess", "spacy-init"])
+@pytest.mark.parametrize("command", ["postprocess", "spacy-init", "merge"])
 @pytest.mark.parametrize("export_format", ["word2vec", "model2vec"])
 def test_a_command_never_writes_over_the_folder_holding_the_file_it_reads(
     command, export_format, tmp_path
@@ -562,7 +570,11 @@ def test_a_command_never_writes_over_the_folder_holding_the_file_it_reads(
     export(vectors, [export_format])
     source = vectors / {"word2vec": "vectors.txt", "model2vec": "model2vec"}[export_format]
     before = snapshot(tmp_path)
-    args = {"postprocess": [source, vectors, "--center"], "spacy-init": [source, vectors]}[command]
+    args = {
+        "postprocess": [source, vectors, "--center"],
+        "spacy-init": [source, vectors],
+        "merge": [tmp_path / "april", source, "--out", vectors],
+    }[command]
     result = run(command, *args, "--overwrite")
     assert result.exit_code == 1
     assert result.output == (
@@ -635,3 +647,63 @@ def test_standard_input_as_corpus_is_refused_saying_why(roberta_dir, vocab_file,
     assert result.exit_code == 1
     assert result.output.startswith("error: -: standard input cannot be a corpus; corpus files")
     assert not (tmp_path / "out").exists()
+
+
+def test_merge_end_to_end_and_every_command_reads_the_merged_folder(
+    roberta_dir, vocab_file, tmp_path
+):
+    folders = []
+    for month, lines in (("march", CORPUS_LINES[:3]), ("april", CORPUS_LINES[3:])):
+        corpus = tmp_path / f"{month}.txt"
+        corpus.write_text("\n".join(lines) + "\n")
+        folders.append(tmp_path / month)
+        result = run("distill", corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
+                     "--max-contexts", "0", "--out", folders[-1], "-q")  # fmt: skip
+        assert result.exit_code == 0, result.output
+    both = tmp_path / "both"
+    result = run("merge", *folders, "--out", both)
+    assert result.exit_code == 0, result.output
+    march, april, merged = (StaticVectors.load(f) for f in (*folders, both))
+    occurrences = int(march.counts.sum() + april.counts.sum())
+    assert result.output == f"wrote {both}: 7 entries (7 seen), {occurrences:,} occurrences\n"
+    assert merged.counts[merged.get_index("cat")] == (
+        march.counts[march.get_index("cat")] + april.counts[april.get_index("cat")]
+    )
+    assert [record["path"] for record in merged.meta["merged"]] == [str(f) for f in folders]
+    info = run("info", both)
+    assert info.exit_code == 0 and f"corpus: {tmp_path / 'april.txt'}" in info.output
+    assert run("similar", both, "cat", "-n", "2").output.count("\n") == 2
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("cat\tdog\t8\ncat\tgarden\t2\ndog\tgarden\t3\n")
+    assert run("evaluate", both, "--dataset", pairs).exit_code == 0
+    assert run("export", both, "--formats", "kv,model2vec").exit_code == 0
+    assert run("spacy-init", both, tmp_path / "pipeline").exit_code == 0
+
+
+@pytest.mark.parametrize("case", ["missing", "not vectors", "unreadable", "other layers"])
+def test_merge_refuses_in_one_line_and_writes_nothing(case, tmp_path):
+    distilled(["cat"], [[1.0, 0.0]], [2]).save(tmp_path / "march")
+    april = tmp_path / "april"
+    if case == "not vectors":
+        april.mkdir()
+        (april / "notes.txt").write_text("mine")
+    elif case == "unreadable":
+        distilled(["dog"], [[0.0, 1.0]], [1]).save(april)
+        (april / "vocab.tsv").write_text("dog\n")
+    elif case == "other layers":
+        distilled(["dog"], [[0.0, 1.0]], [1], layers="2").save(april)
+    before = snapshot(tmp_path)
+    result = run("merge", tmp_path / "march", april, "--out", tmp_path / "both")
+    assert result.exit_code == 1
+    assert (
+        result.output
+        == "error: "
+        + {
+            "missing": f"{april}: no such vectors folder",
+            "not vectors": f"{april}: not a roberta-static vectors folder (no vectors.npy)",
+            "unreadable": f"{april / 'vocab.tsv'}: expected word<TAB>count on every line",
+            "other layers": f"merge: {tmp_path / 'march'} and {april} differ in layers: [1] against [2]",
+        }[case]
+        + "\n"
+    )
+    assert snapshot(tmp_path) == before

@@ -7,12 +7,13 @@ cosine). Removing the mean and the top principal components corrects that (Mu & 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
 from ..errors import ConfigError, require_minimums
-from .static import StaticVectors
+from .data import VectorData
 
 # The least value of each numeric step (``pca=None`` means no PCA); the CLI declares them too.
 MINIMUMS = {"remove_top_pcs": 0, "pca": 1}
@@ -90,18 +91,25 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms > 0, norms, 1)
 
 
-def postprocess(vectors: StaticVectors, steps: PostProcessing) -> StaticVectors:
+Vectors = TypeVar("Vectors", bound=VectorData)
+
+
+def postprocess(vectors: Vectors, steps: PostProcessing) -> Vectors:
     """Apply ``steps`` and record them in the metadata's ``postprocessing`` list.
 
+    The result is of the class of ``vectors`` (a ``StaticVectors`` gives a ``StaticVectors``).
+
     Example:
-        >>> vecs = StaticVectors(["a", "b"], np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([1, 1]))
+        >>> vecs = VectorData(["a", "b"], np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([1, 1]))
         >>> postprocess(vecs, PostProcessing(center=True)).vectors.tolist()
         [[-1.0, 0.0], [1.0, 0.0]]
 
     """
     meta = dict(vectors.meta)
     meta["postprocessing"] = [*meta.get("postprocessing", []), asdict(steps)]
-    return StaticVectors(list(vectors.words), steps.apply(vectors.vectors), vectors.counts, meta)
+    return replace(
+        vectors, words=list(vectors.words), vectors=steps.apply(vectors.vectors), meta=meta
+    )
 
 
 def anisotropy(matrix: np.ndarray, pairs: int = 10_000, seed: int = 0) -> float:

@@ -27,6 +27,7 @@ from ..atomic import atomic_directory
 from ..errors import ConfigError, KeyNotFoundError
 from ..formats import exports, native
 from .data import VectorData
+from .merge import merge, merge_folders
 from .queries import cosines, query_vector, top_rows, unit
 
 Key = str | np.ndarray
@@ -227,6 +228,37 @@ class StaticVectors(VectorData):
         yield entry
         yield " ".join(entry.replace("_", " ").split())
         yield entry.replace(" ", "_")
+
+    def merge(self, *others: VectorData) -> StaticVectors:
+        """These vectors and ``others``, distilled over other texts, as one: count-weighted means.
+
+        The vectors of each entry are averaged weighted by their counts, and counts summed, as
+        if one run had read every input's text; see :func:`roberta_static.vectors.merge.merge`
+        for what must match and how filled entries merge
+        (:meth:`load_merged` merges folders, keeping their paths).
+
+        Example:
+            >>> march = StaticVectors.load("vectors-march")  # doctest: +SKIP
+            >>> both = march.merge(StaticVectors.load("vectors-april"))  # doctest: +SKIP
+
+        """
+        data = merge([self, *others])
+        return type(self)(data.words, data.vectors, data.counts, data.meta)
+
+    @classmethod
+    def load_merged(cls, folders: Sequence[str | os.PathLike]) -> StaticVectors:
+        """Read the vectors folders ``distill`` wrote over different texts, merged into one.
+
+        As :meth:`merge`, with each folder's path in the merged ``meta`` (see
+        :func:`roberta_static.vectors.merge.merge_folders`).
+
+        Example:
+            >>> spring = StaticVectors.load_merged(["march", "april"])  # doctest: +SKIP
+            >>> spring.save("vectors-spring")  # doctest: +SKIP
+
+        """
+        data = merge_folders(folders)
+        return cls(data.words, data.vectors, data.counts, data.meta)
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         """Write the folder atomically (:mod:`roberta_static.formats.native`).
