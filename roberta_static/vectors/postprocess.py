@@ -75,7 +75,15 @@ def principal_axes(centered: np.ndarray, count: int) -> np.ndarray:
 
 def remove_top_components(centered: np.ndarray, count: int) -> np.ndarray:
     """Subtract each row's projection on the top ``count`` principal directions."""
-    axes = principal_axes(centered, count)
+    return remove_axes(centered, principal_axes(centered, count))
+
+
+def remove_axes(centered: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """Subtract each row's projection on ``axes``, orthonormal rows such as :func:`principal_axes`.
+
+    Axes found once on a vocabulary's centred matrix map any of its rows later, as all-but-the-top
+    maps the whole matrix.
+    """
     return centered - (centered @ axes.T) @ axes
 
 
