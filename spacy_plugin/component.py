@@ -141,16 +141,19 @@ class RobertaStaticVectors:
     def _install(self, source: VectorSource) -> None:
         strings = self.vocab.strings
         current = self.vocab.vectors
+        # Found first: vectors it refuses (too few for remove_top_pcs) leave the pipeline as it was.
+        weighted = self.weighted
+        if self.doc_vector == "weighted":
+            weighted = WeightedDocVectors.fit(
+                strings, source, self.remove_top_pcs, self.sif_coefficient
+            )
         if self.mode == "add":
             table = merged_table(current, strings, source)
         else:
             table = build_table(strings, source, current.name)
         self.vocab.vectors = table
         self.attr = source.attr
-        if self.doc_vector == "weighted":
-            self.weighted = WeightedDocVectors.fit(
-                strings, source, self.remove_top_pcs, self.sif_coefficient
-            )
+        self.weighted = weighted
 
     def _refuse_breaking_trained_components(self) -> None:
         if self.replace_trained_vectors or self.vocab.vectors.shape[0] == 0:
