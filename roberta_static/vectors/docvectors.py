@@ -76,9 +76,10 @@ class DocWeighting:
 
         """
         cls.check(remove_top_pcs, sif_coefficient)
-        matrix = np.asarray(vectors.vectors, dtype=np.float64)
-        mean = matrix.mean(axis=0) if remove_top_pcs else np.zeros(vectors.dim)
-        axes = principal_axes(matrix - mean, remove_top_pcs)
+        centered = np.array(vectors.vectors, dtype=np.float64)  # a copy, centred in place
+        mean = centered.mean(axis=0) if remove_top_pcs else np.zeros(vectors.dim)
+        centered -= mean
+        axes = principal_axes(centered, remove_top_pcs)
         return cls(mean, axes, sif_weights(vectors.counts, sif_coefficient))
 
     @staticmethod

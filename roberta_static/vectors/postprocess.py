@@ -65,12 +65,18 @@ class PostProcessing:
 
 
 def principal_axes(centered: np.ndarray, count: int) -> np.ndarray:
-    """The top ``count`` principal directions (rows) of centred data."""
+    """The top ``count`` principal directions (rows, up to sign) of centred data."""
     limit = min(centered.shape)
     if count > limit:
         raise ConfigError(f"asked for {count} principal components of a {centered.shape} matrix")
-    _, _, vt = np.linalg.svd(centered, full_matrices=False)
-    return vt[:count]
+    rows, dim = centered.shape
+    if rows <= dim:
+        _, _, vt = np.linalg.svd(centered, full_matrices=False)
+        return vt[:count]
+    # The eigenvectors of the [dim, dim] scatter matrix are the right singular vectors: for a
+    # vocabulary (rows >> dim) far faster than its SVD (100,000 x 768: seconds, not minutes).
+    _, vectors = np.linalg.eigh(centered.T @ centered)
+    return vectors[:, ::-1][:, :count].T
 
 
 def remove_top_components(centered: np.ndarray, count: int) -> np.ndarray:
