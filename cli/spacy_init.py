@@ -6,8 +6,12 @@ from pathlib import Path
 
 import typer
 
-from ._util import Arg, Flag, Opt, one_line_errors
+from roberta_static.vectors.docvectors import DEFAULT_DOC_VECTOR, DOC_VECTORS
+
+from ._util import Arg, Flag, Opt, choices, one_line_errors
 from .options import ALLOW_PICKLED_VECTORS, VECTORS_IN
+
+DocVector = choices("DocVector", DOC_VECTORS)
 
 
 # fmt: off
@@ -18,6 +22,7 @@ def spacy_init_command(
     overwrite: bool = Flag("--overwrite", help="Replace a pipeline folder that spacy-init wrote"),
     replace_trained_vectors: bool = Flag("--replace-trained-vectors", help="Replace vectors that the base pipeline's components were trained on"),
     allow_pickle: bool = ALLOW_PICKLED_VECTORS,
+    doc_vector: DocVector = Opt(DEFAULT_DOC_VECTOR, "--doc-vector", help="doc.vector and doc.similarity: 'weighted' (all-but-the-top + SIF, as the weighted exports; the weighting is saved with the pipeline) or 'mean' (spaCy's mean of token vectors)"),
 ) -> None:
     # fmt: on
     """Write a spaCy pipeline (base pipeline + vectors + roberta_static component)."""
@@ -28,5 +33,6 @@ def spacy_init_command(
         nlp = write_pipeline(
             vectors, out, base, overwrite=overwrite,
             replace_trained_vectors=replace_trained_vectors, allow_pickle=allow_pickle,
+            doc_vector=doc_vector.value,
         )
         typer.echo(f"wrote {out}: {nlp.vocab.vectors.shape[0]:,} vectors; spacy.load({str(out)!r})")

@@ -4,10 +4,12 @@
 >>> nlp.add_pipe("roberta_static", config={"vectors": "out/example"})  # doctest: +SKIP
 >>> nlp("Paris").similarity(nlp("London"))  # doctest: +SKIP
 
-The component does no work per document: spaCy reads ``token.vector`` from the vocabulary. It owns
-how the table got there: loading, the case policy (``Vectors.attr``, which spaCy 3.8 does not save
-with the vocabulary, so ``from_disk`` restores it), and refusing to swap vectors that trained
-components depend on.
+spaCy reads ``token.vector`` from the vocabulary. The component owns how the table got there:
+loading, the case policy (``Vectors.attr``, which spaCy 3.8 does not save with the vocabulary, so
+``from_disk`` restores it), and refusing to swap vectors that trained components depend on. With
+``doc_vector = "weighted"`` it also gives each document hooks that make ``doc.vector`` and
+``doc.similarity`` (and a span's) the weighted exports' (:mod:`.hooks`), with the weighting found
+when it loads vectors and saved with it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,18 @@ from spacy.tokens import Doc
 from thinc.api import Config
 
 from roberta_static.errors import ConfigError
+from roberta_static.vectors.docvectors import DocWeighting
 
-from .settings import CasePolicy, Mode
+from .hooks import WeightedDocVectors
+from .settings import (
+    DEFAULT_DOC_VECTOR,
+    DOC_VECTORS,
+    REMOVE_TOP_PCS,
+    SIF_COEFFICIENT,
+    CasePolicy,
+    DocVector,
+    Mode,
+)
 from .tables import (
     VectorSource,
     build_table,
@@ -38,6 +50,8 @@ from .tables import (
 )
 
 __all__ = ["RobertaStaticVectors"]
+
+WEIGHTING = "doc_vectors.msgpack"
 
 
 class RobertaStaticVectors:
@@ -52,16 +66,28 @@ class RobertaStaticVectors:
         case: CasePolicy = "auto",
         allow_pickle: bool = False,
         replace_trained_vectors: bool = False,
+        doc_vector: DocVector = DEFAULT_DOC_VECTOR,
+        remove_top_pcs: int = REMOVE_TOP_PCS,
+        sif_coefficient: float = SIF_COEFFICIENT,
     ) -> None:
         if mode not in ("replace", "add"):
             raise ConfigError(f"roberta_static: mode: expected 'replace' or 'add', got {mode!r}")
+        if doc_vector not in DOC_VECTORS:
+            raise ConfigError(
+                f"roberta_static: doc_vector: expected 'mean' or 'weighted', got {doc_vector!r}"
+            )
+        DocWeighting.check(remove_top_pcs, sif_coefficient)
         self.nlp = nlp
         self.name = name
         self.mode = mode
         self.case = case
         self.allow_pickle = allow_pickle
         self.replace_trained_vectors = replace_trained_vectors
+        self.doc_vector = doc_vector
+        self.remove_top_pcs = remove_top_pcs
+        self.sif_coefficient = sif_coefficient
         self.attr: str | None = None
+        self.weighted: WeightedDocVectors | None = None  # found when vectors load, if weighted
 
     @property
     def vocab(self) -> Any:
@@ -69,12 +95,19 @@ class RobertaStaticVectors:
         return self.nlp.vocab
 
     def __call__(self, doc: Doc) -> Doc:
-        """Return the doc: its tokens find their vectors through the vocabulary."""
+        """Return the doc, with the weighted vector hooks when ``doc_vector`` is ``weighted``.
+
+        Its tokens find their vectors through the vocabulary. Until this component has loaded
+        vectors there is no weighting, and the doc keeps spaCy's mean.
+        """
+        if self.doc_vector == "weighted" and self.weighted is not None:
+            self.weighted.install(doc)
         return doc
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 1000) -> Iterable[Doc]:
-        """Return the docs unchanged."""
-        yield from docs
+        """Return the docs as ``__call__`` does."""
+        for doc in docs:
+            yield self(doc)
 
     def load(self, path: str | Path) -> None:
         """Put the vectors at ``path`` into the pipeline's vocabulary.
@@ -108,12 +141,19 @@ class RobertaStaticVectors:
     def _install(self, source: VectorSource) -> None:
         strings = self.vocab.strings
         current = self.vocab.vectors
+        # Found first: vectors it refuses (too few for remove_top_pcs) leave the pipeline as it was.
+        weighted = self.weighted
+        if self.doc_vector == "weighted":
+            weighted = WeightedDocVectors.fit(
+                strings, source, self.remove_top_pcs, self.sif_coefficient
+            )
         if self.mode == "add":
             table = merged_table(current, strings, source)
         else:
             table = build_table(strings, source, current.name)
         self.vocab.vectors = table
         self.attr = source.attr
+        self.weighted = weighted
 
     def _refuse_breaking_trained_components(self) -> None:
         if self.replace_trained_vectors or self.vocab.vectors.shape[0] == 0:
@@ -131,34 +171,63 @@ class RobertaStaticVectors:
             )
 
     # Serialisation: the table itself travels with the vocabulary; the component keeps the lookup
-    # attribute, and the saved config stops pointing at the original vectors path.
+    # attribute and the document weighting, and the saved config stops pointing at the original
+    # vectors path.
     def to_disk(self, path: str | Path, *, exclude: Iterable[str] = tuple()) -> None:
-        """Write the component's settings to ``path``."""
-        serialize = {"cfg.json": lambda p: srsly.write_json(p, self._cfg())}
+        """Write the component's settings and document weighting to ``path``."""
+        serialize = {
+            "cfg.json": lambda p: srsly.write_json(p, self._cfg()),
+            WEIGHTING: lambda p: p.write_bytes(self._weighting_bytes()),
+        }
         util.to_disk(path, serialize, exclude)
         _forget_source_path(Path(path), self.name)
 
     def from_disk(
         self, path: str | Path, *, exclude: Iterable[str] = tuple()
     ) -> RobertaStaticVectors:
-        """Read the settings and restore the vectors' lookup attribute."""
-        deserialize = {"cfg.json": lambda p: self._set_cfg(srsly.read_json(p))}
+        """Read the settings and weighting, and restore the vectors' lookup attribute."""
+        deserialize = {
+            "cfg.json": lambda p: self._set_cfg(srsly.read_json(p)),
+            # A pipeline saved before document weighting has no such file.
+            WEIGHTING: lambda p: self._set_weighting(p.read_bytes() if p.is_file() else b""),
+        }
         util.from_disk(path, deserialize, exclude)
         return self
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
-        """Serialise the component's settings."""
-        return util.to_bytes({"cfg": lambda: json.dumps(self._cfg())}, exclude)
+        """Serialise the component's settings and document weighting."""
+        serialize = {"cfg": lambda: json.dumps(self._cfg()), WEIGHTING: self._weighting_bytes}
+        return util.to_bytes(serialize, exclude)
 
     def from_bytes(self, data: bytes, *, exclude: Iterable[str] = tuple()) -> RobertaStaticVectors:
-        """Restore the settings and the vectors' lookup attribute."""
-        util.from_bytes(data, {"cfg": lambda b: self._set_cfg(json.loads(b))}, exclude)
+        """Restore the settings, the weighting and the vectors' lookup attribute."""
+        deserialize = {
+            "cfg": lambda b: self._set_cfg(json.loads(b)),
+            WEIGHTING: self._set_weighting,
+        }
+        util.from_bytes(data, deserialize, exclude)
         return self
 
     def _cfg(self) -> dict[str, Any]:
-        return {"attr": self.attr, "mode": self.mode, "case": self.case}
+        return {
+            "attr": self.attr,
+            "mode": self.mode,
+            "case": self.case,
+            "doc_vector": self.doc_vector,
+            "remove_top_pcs": self.remove_top_pcs,
+            "sif_coefficient": self.sif_coefficient,
+        }
+
+    def _weighting_bytes(self) -> bytes:
+        return b"" if self.weighted is None else self.weighted.to_bytes()
+
+    def _set_weighting(self, data: bytes) -> None:
+        self.weighted = WeightedDocVectors.from_bytes(data) if data else None
 
     def _set_cfg(self, cfg: dict[str, Any]) -> None:
+        # Settings a pipeline saved before them lacks keep the config's values.
+        for name in ("doc_vector", "remove_top_pcs", "sif_coefficient"):
+            setattr(self, name, cfg.get(name, getattr(self, name)))
         self.attr = cfg.get("attr")
         if self.attr is not None and self.vocab.vectors.attr != IDS[self.attr]:
             self.vocab.vectors = with_attr(self.vocab.vectors, self.attr)

@@ -15,7 +15,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import registry
 
-from .settings import DEFAULT_CONFIG, CasePolicy, Mode
+from .settings import DEFAULT_CONFIG, CasePolicy, DocVector, Mode
 
 
 # spaCy checks the config against these annotations, and silently checks nothing when one does
@@ -29,6 +29,9 @@ def make_roberta_static(
     case: CasePolicy,
     allow_pickle: bool,
     replace_trained_vectors: bool,
+    doc_vector: DocVector,
+    remove_top_pcs: int,
+    sif_coefficient: float,
 ) -> Callable[[Doc], Doc]:
     """Create the component; a ``vectors`` path is loaded into ``nlp.vocab`` right away.
 
@@ -42,6 +45,10 @@ def make_roberta_static(
             ``keep``.
         allow_pickle: Accept a ``.kv`` file, which is a pickle: unsafe for others' files.
         replace_trained_vectors: Change vectors that trained components were built on.
+        doc_vector: ``mean`` (spaCy's own ``doc.vector``: the mean of the token vectors) or
+            ``weighted`` (the weighted exports' document vector, through ``doc.user_hooks``).
+        remove_top_pcs: ``weighted``: principal components removed, as ``--remove-top-pcs``.
+        sif_coefficient: ``weighted``: SIF ``a``, as ``--sif-coefficient``.
 
     Returns:
         The component, a ``RobertaStaticVectors``.
@@ -56,6 +63,9 @@ def make_roberta_static(
         case=case,
         allow_pickle=allow_pickle,
         replace_trained_vectors=replace_trained_vectors,
+        doc_vector=doc_vector,
+        remove_top_pcs=remove_top_pcs,
+        sif_coefficient=sif_coefficient,
     )
     if vectors is not None:
         component.load(vectors)

@@ -18,6 +18,8 @@ from roberta_static.errors import ConfigError
 from roberta_static.outputs import PIPELINE_MARK, pipeline_entries
 from roberta_static.version import __version__
 
+from .settings import DEFAULT_DOC_VECTOR, DocVector
+
 BLANK = "blank:"
 
 
@@ -27,6 +29,7 @@ def build_pipeline(
     *,
     replace_trained_vectors: bool = False,
     allow_pickle: bool = False,
+    doc_vector: DocVector = DEFAULT_DOC_VECTOR,
 ) -> Language:
     """A pipeline made of ``base`` and the ``roberta_static`` component holding ``vectors``.
 
@@ -36,6 +39,7 @@ def build_pipeline(
         base: ``blank:LANG``, or an installed pipeline's name or path.
         replace_trained_vectors: Replace vectors the base's trained components were built on.
         allow_pickle: Accept a ``.kv`` file, which is a pickle: only files you trust.
+        doc_vector: The component's ``doc_vector``: ``weighted`` or ``mean``.
 
     Raises:
         ConfigError: ``base`` cannot be loaded.
@@ -55,6 +59,7 @@ def build_pipeline(
             "vectors": str(vectors),
             "replace_trained_vectors": replace_trained_vectors,
             "allow_pickle": allow_pickle,
+            "doc_vector": doc_vector,
         },
     )
     # The mark by which --overwrite knows the folder as one spacy-init wrote.
@@ -70,6 +75,7 @@ def write_pipeline(
     overwrite: bool = False,
     replace_trained_vectors: bool = False,
     allow_pickle: bool = False,
+    doc_vector: DocVector = DEFAULT_DOC_VECTOR,
 ) -> Language:
     """Write :func:`build_pipeline`'s pipeline into the folder ``out``, swapped in when complete.
 
@@ -99,6 +105,7 @@ def write_pipeline(
             base,
             replace_trained_vectors=replace_trained_vectors,
             allow_pickle=allow_pickle,
+            doc_vector=doc_vector,
         )
         with atomic_directory(out, overwrite, [pipeline_entries]) as staging:
             nlp.to_disk(staging)

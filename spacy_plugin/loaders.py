@@ -27,8 +27,10 @@ def vectors_loader(
             (pipe for name, pipe in nlp.components if isinstance(pipe, RobertaStaticVectors)),
             None,
         )
-        if component is None:
-            component = RobertaStaticVectors(nlp, mode=mode, case=case, allow_pickle=allow_pickle)
+        if component is None:  # no component keeps a document weighting: none is found
+            component = RobertaStaticVectors(
+                nlp, mode=mode, case=case, allow_pickle=allow_pickle, doc_vector="mean"
+            )
         component.load(path)
         return nlp
 

@@ -20,11 +20,15 @@ from .settings import CasePolicy
 
 @dataclass
 class VectorSource:
-    """Words and their vectors, with the token attribute spaCy should look them up by."""
+    """Words and their vectors, with the token attribute spaCy should look them up by.
+
+    ``counts`` are the vectors' own (``None`` for rows taken from a spaCy table, which has none).
+    """
 
     words: list[str]
     matrix: np.ndarray
     attr: Literal["LOWER", "ORTH"]
+    counts: np.ndarray | None = None
 
 
 def read_vectors(
@@ -43,6 +47,7 @@ def read_vectors(
         list(vectors.words),
         np.ascontiguousarray(vectors.vectors, dtype=np.float32),
         "LOWER" if case == "lower" else "ORTH",
+        vectors.counts,
     )
 
 

@@ -77,7 +77,7 @@ def test_factory_found_through_entry_point_without_import(handmade):
 
 def test_vectors_equal_the_distilled_ones(distilled):
     nlp = spacy.blank("en")
-    nlp.add_pipe("roberta_static", config={"vectors": str(distilled)})
+    nlp.add_pipe("roberta_static", config={"vectors": str(distilled), "doc_vector": "mean"})
     vectors = StaticVectors.load(distilled)
     assert nlp.vocab.vectors.shape == vectors.vectors.shape
     for word in vectors.words:
@@ -88,7 +88,8 @@ def test_vectors_equal_the_distilled_ones(distilled):
 
 def test_similarity_ranks_close_pair_above_far_pair(handmade):
     nlp = spacy.blank("en")
-    nlp.add_pipe("roberta_static", config={"vectors": str(handmade)})
+    # 4 dimensions: the weighted doc vector's all-but-the-top would leave none
+    nlp.add_pipe("roberta_static", config={"vectors": str(handmade), "doc_vector": "mean"})
     assert nlp("cat").similarity(nlp("kitten")) > nlp("cat").similarity(nlp("car"))
     doc = nlp("my cat and my car")
     assert doc[1:2].similarity(nlp("kitten")) > doc[4:5].similarity(nlp("kitten"))

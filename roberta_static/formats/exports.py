@@ -24,6 +24,7 @@ from types import ModuleType
 from ..atomic import atomic_files
 from ..errors import ConfigError, VectorsError
 from ..vectors.data import VectorData
+from ..vectors.sif import check_sif_coefficient
 from . import native
 
 
@@ -93,8 +94,6 @@ def parse_formats(spec: str | Iterable[str]) -> list[str]:
 
 def check_options(formats: Iterable[str], sif_coefficient: float | None) -> None:
     """Refuse a weighting that no requested format would use, or a bad coefficient."""
-    from .static_encoder import check_sif_coefficient
-
     check_sif_coefficient(sif_coefficient)
     weighted = [name for name in EXPORTS if FORMATS[name].weighted]
     if sif_coefficient is not None and not set(formats) & set(weighted):

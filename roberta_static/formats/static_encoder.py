@@ -32,8 +32,9 @@ from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 
 from ..atomic import follow_umask
-from ..errors import ConfigError, VectorsError
+from ..errors import VectorsError
 from ..vectors.data import VectorData, rank_counts
+from ..vectors.sif import check_sif_coefficient, sif_weights
 
 UNKNOWN = "[UNK]"
 PHRASE_JOINER = "_"
@@ -44,24 +45,6 @@ TOKENIZER = "tokenizer.json"
 # The matrix's name in the weights file: model2vec's, then StaticEmbedding's.
 MATRIX_NAMES = ("embeddings", "embedding.weight")
 PROVENANCE = "## Provenance (`meta.json`)"
-
-
-def check_sif_coefficient(coefficient: float | None) -> None:
-    """Refuse a SIF coefficient outside (0, 1), as model2vec does."""
-    if coefficient is not None and not 0 < coefficient < 1:
-        raise ConfigError(f"must be between 0 and 1, got {coefficient}", field="sif_coefficient")
-
-
-def sif_weights(counts: np.ndarray, coefficient: float) -> np.ndarray:
-    """``a / (a + p(w))`` with ``p`` the share of each count (a count of 0 weighs 1).
-
-    Example:
-        >>> sif_weights(np.array([90, 10, 0]), 0.1).round(3).tolist()
-        [0.1, 0.5, 1.0]
-
-    """
-    share = counts / max(int(counts.sum()), 1)
-    return coefficient / (coefficient + share)
 
 
 def token_table(

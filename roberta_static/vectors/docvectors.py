@@ -1,0 +1,106 @@
+"""A text's vector as the weighted sentence-encoder exports make it, for any vectors of the words.
+
+The best document vectors of the Lee benchmark come from exporting post-processed vectors with SIF
+weights (``distill --remove-top-pcs 4``, then ``export --sif-coefficient 1e-3``): each word's vector
+is centred and stripped of the vocabulary's top principal components (all-but-the-top), then
+scaled by its SIF weight, and a text's vector is the mean over its known words.
+:class:`DocWeighting` holds what that needs (the mean, the components, the weights), found once
+over a vocabulary, so that a text's words can be mapped at any time from the plain vectors: the
+spaCy component computes ``doc.vector`` with it. It uses the same functions as the exports
+(:func:`~roberta_static.vectors.postprocess.principal_axes`, :func:`~.sif.sif_weights`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+
+from .data import VectorData
+from .postprocess import PostProcessing, principal_axes, remove_axes
+from .sif import check_sif_coefficient, sif_weights
+
+DocVector = Literal["mean", "weighted"]
+"""A spaCy ``doc.vector``: spaCy's mean of the token vectors, or this module's weighted one."""
+DOC_VECTORS: tuple[str, ...] = get_args(DocVector)
+# The spaCy component's defaults. "weighted" scores 0.626 on the Lee benchmark through
+# doc.similarity, spaCy's mean 0.462; 4 and 1e-3 are the benchmark's best export options
+# (README, "Document similarity" and "Use in spaCy").
+DEFAULT_DOC_VECTOR: DocVector = "weighted"
+REMOVE_TOP_PCS = 4
+SIF_COEFFICIENT = 1e-3
+
+
+@dataclass(frozen=True)
+class DocWeighting:
+    """The mean and top principal directions of a vocabulary's vectors, and each entry's weight.
+
+    Attributes:
+        mean: ``[dim]`` mean vector (zero when no components are removed: the export centres only
+            with ``--remove-top-pcs``).
+        axes: ``[remove_top_pcs, dim]`` top principal directions of the centred vectors.
+        weights: SIF weight of each entry, in the vocabulary's row order.
+
+    Example:
+        >>> vecs = VectorData(["a", "b", "c"], np.eye(3), np.array([8, 1, 1]))
+        >>> weighting = DocWeighting.fit(vecs, remove_top_pcs=0, sif_coefficient=0.5)
+        >>> weighting.text_vector(vecs.vectors[[0, 1]], weighting.weights[[0, 1]]).round(2).tolist()
+        [0.19, 0.42, 0.0]
+
+    """
+
+    mean: np.ndarray
+    axes: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def fit(
+        cls,
+        vectors: VectorData,
+        remove_top_pcs: int,
+        sif_coefficient: float,
+    ) -> DocWeighting:
+        """Find the weighting of ``vectors``, as ``postprocess`` and the exports would apply it.
+
+        Args:
+            vectors: The vocabulary's plain vectors and counts.
+            remove_top_pcs: Principal components to remove, as ``--remove-top-pcs`` (the Lee
+                benchmark's best is 4, all-but-the-top's dimension / 100 for 384 dimensions).
+            sif_coefficient: ``a`` of the SIF weights, as ``--sif-coefficient`` (the SIF
+                paper's usual 1e-3).
+
+        Raises:
+            ConfigError: A negative ``remove_top_pcs``, more components than the vectors have, or
+                a coefficient outside (0, 1).
+
+        """
+        cls.check(remove_top_pcs, sif_coefficient)
+        centered = np.array(vectors.vectors, dtype=np.float64)  # a copy, centred in place
+        mean = centered.mean(axis=0) if remove_top_pcs else np.zeros(vectors.dim)
+        centered -= mean
+        axes = principal_axes(centered, remove_top_pcs)
+        return cls(mean, axes, sif_weights(vectors.counts, sif_coefficient))
+
+    @staticmethod
+    def check(remove_top_pcs: int, sif_coefficient: float) -> None:
+        """Refuse a negative ``remove_top_pcs`` or a coefficient outside (0, 1)."""
+        PostProcessing(remove_top_pcs=remove_top_pcs)
+        check_sif_coefficient(sif_coefficient)
+
+    def text_vector(self, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The float32 vector of a text from its known words' plain vectors and their weights.
+
+        Args:
+            rows: ``[n, dim]`` vectors of the text's words found in the vocabulary (unknown words
+                are left out, as model2vec leaves them out of its mean).
+            weights: The ``n`` words' entries of :attr:`weights`.
+
+        Returns:
+            The mean of the weighted, post-processed rows; zeros for a text of no known word.
+
+        """
+        if not len(rows):
+            return np.zeros(len(self.mean), dtype=np.float32)
+        processed = remove_axes(np.asarray(rows, dtype=np.float64) - self.mean, self.axes)
+        return (processed * np.asarray(weights)[:, None]).mean(axis=0).astype(np.float32)
