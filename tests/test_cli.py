@@ -194,7 +194,9 @@ def writer_args(command, out, model, corpus, vocab, tmp):
     vectors = tmp / "vectors"
     if not vectors.exists():
         rng = np.random.default_rng(0)
-        StaticVectors(["cat", "dog", "garden"], rng.normal(size=(3, 4)), [3, 2, 1]).save(vectors)
+        # Enough words for the spaCy component's weighted document vectors (4 components out).
+        words = ["cat", "dog", "garden", "house", "tree", "river"]
+        StaticVectors(words, rng.normal(size=(6, 8)), [3, 2, 1, 1, 1, 1]).save(vectors)
         distilled(["cat", "dog"], rng.normal(size=(2, 4)), [3, 2]).save(tmp / "march")
         distilled(["cat", "garden"], rng.normal(size=(2, 4)), [1, 4]).save(tmp / "april")
     pairs = tmp / "pairs.tsv"

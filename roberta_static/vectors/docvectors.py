@@ -17,6 +17,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from ..errors import ConfigError
 from .data import VectorData
 from .postprocess import PostProcessing, principal_axes, remove_axes
 from .sif import check_sif_coefficient, sif_weights
@@ -79,6 +80,13 @@ class DocWeighting:
         centered = np.array(vectors.vectors, dtype=np.float64)  # a copy, centred in place
         mean = centered.mean(axis=0) if remove_top_pcs else np.zeros(vectors.dim)
         centered -= mean
+        if remove_top_pcs >= min(centered.shape):
+            raise ConfigError(
+                f"doc_vector 'weighted' removes {remove_top_pcs} principal components, too many "
+                f"for {len(centered)} vectors of width {vectors.dim}: lower remove_top_pcs, or "
+                "use doc_vector 'mean'",
+                field="remove_top_pcs",
+            )
         axes = principal_axes(centered, remove_top_pcs)
         return cls(mean, axes, sif_weights(vectors.counts, sif_coefficient))
 
