@@ -19,6 +19,7 @@ from roberta_static.engine.checkpoint import load_checkpoint
 from roberta_static.engine.ray.driver import RayPass, import_ray
 from roberta_static.errors import ConfigError, CorpusError, Interrupted
 from roberta_static.stopping import Checkpointing
+from roberta_static.text.shards import plan_shards
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -92,6 +93,26 @@ def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
         assert read[-1] == reports[-1].total_bytes
 
 
+@pytest.mark.parametrize("max_contexts", [0, 7])
+def test_ray_batches_the_inputs_of_many_shards_together(
+    corpus_folder, vocab_file, config, max_contexts, monkeypatch
+):
+    # Every shard is a small piece of the corpus: batched shard by shard, the batches would be
+    # small. The actor pools the inputs of chunks from any shard into batches as large as one
+    # process's, and still sums each shard apart: the vectors and counts are one process's.
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 600)
+    config = config.replace(layers="1", max_contexts=max_contexts, chunk_sentences=2048)
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    on_ray = distill(corpus_folder, vocab_file, config.replace(engine="ray", encoders=1))
+    assert_same_vectors(serial, on_ray)
+    shards = len(plan_shards(sorted(p for p in corpus_folder.iterdir() if p.is_file())))
+    one, many = serial.meta["stats"], on_ray.meta["stats"]
+    assert shards > 2 * one["batches"]
+    assert many["batches"] <= one["batches"] + 2
+    assert many["tokens"] / many["batches"] >= 0.9 * one["tokens"] / one["batches"]
+    assert many["tokens"] == one["tokens"] and many["occurrences_used"] == one["occurrences_used"]
+
+
 def _shard_task_pids() -> list[int]:
     """This test's processes running a shard task now (Ray titles them after the function).
 
@@ -150,16 +171,16 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
         if not checkpointing.nothing_to_lose:
             stop.set()
 
-    # Shards after the first two start only once the stop is asked: the checkpoint then holds
-    # unfinished shards however fast the first ones ran (the state, not the timing, decides).
-    run_shard = RayPass._shard
+    # Shards after the first two are merged only once the stop is asked: the checkpoint then
+    # holds unfinished shards however fast they ran (the state, not the timing, decides).
+    finish = RayPass._finish
 
-    def later_shards_wait_for_the_stop(self, index, entry):
+    def later_shards_wait_for_the_stop(self, index, sent):
         if index >= 2:
             stop.wait()
-        return run_shard(self, index, entry)
+        return finish(self, index, sent)
 
-    monkeypatch.setattr(RayPass, "_shard", later_shards_wait_for_the_stop)
+    monkeypatch.setattr(RayPass, "_finish", later_shards_wait_for_the_stop)
 
     with pytest.raises(Interrupted, match="resume with"):
         distill(
