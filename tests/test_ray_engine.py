@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 
+import numpy as np
 import psutil
 import pytest
 import ray
@@ -18,6 +19,9 @@ from roberta_static import DistillConfig, distill
 from roberta_static.engine.checkpoint import load_checkpoint
 from roberta_static.engine.ray.driver import RayPass, import_ray
 from roberta_static.errors import ConfigError, CorpusError, Interrupted
+from roberta_static.model.batches import EncoderInput
+from roberta_static.model.loading import load_pretrained
+from roberta_static.model.pooling import Accumulator
 from roberta_static.stopping import Checkpointing
 from roberta_static.text.shards import plan_shards
 
@@ -111,6 +115,36 @@ def test_ray_batches_the_inputs_of_many_shards_together(
     assert many["batches"] <= one["batches"] + 2
     assert many["tokens"] / many["batches"] >= 0.9 * one["tokens"] / one["batches"]
     assert many["tokens"] == one["tokens"] and many["occurrences_used"] == one["occurrences_used"]
+
+
+def test_an_actor_batches_its_pool_early_once_the_waiting_shards_sums_pass_its_budget(
+    config, monkeypatch
+):
+    # Each shard's sums are dense on the actor: inputs of many small shards must not wait
+    # together until a chunk's worth is in when their sums would not fit.
+    from roberta_static.engine.ray import remote
+
+    model, tokenizer = load_pretrained(config)
+    entries, dim = 3, model.config.hidden_size
+    parts = [ray.put((*remote.model_parts(model), tokenizer))]
+    monkeypatch.setattr(remote, "_POOLED_SUMS_BYTES", 2 * Accumulator.bytes_needed(entries, dim))
+    actor = remote.EncoderActor(parts, config, entries, "cpu")
+
+    def chunk(entry):  # one input holding an occurrence of ``entry``
+        return [EncoderInput(np.array([0, 40 + entry, 41, 2]), np.array([[1, 3, entry]]))]
+
+    assert actor.add(0, 0, chunk(0)) == actor.add(1, 0, chunk(1)) == remote.Summed()
+    assert actor.finish(0, 1) == [0]  # its inputs wait: not summed yet
+    assert actor.add(2, 0, chunk(2)).chunks == [(0, 0), (1, 0), (2, 0)]
+    states = [actor.finish(shard, 1) for shard in range(3)]
+    assert sum(state.stats.batches for state in states) == 1  # one batch of the three inputs
+    alone = remote.EncoderActor(parts, config, entries, "cpu")
+    for shard, state in enumerate(states):
+        assert state.rows.tolist() == [shard] and state.counts.tolist() == [1]
+        assert state.stats.tokens == 4 and state.stats.padded_tokens == 4
+        alone.add(shard, 0, chunk(shard))
+        alone.flush()
+        np.testing.assert_allclose(state.sums, alone.finish(shard, 1).sums, rtol=1e-6)
 
 
 def _shard_task_pids() -> list[int]:
