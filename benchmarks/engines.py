@@ -4,8 +4,9 @@ Each run is a whole ``distill`` (segmentation, matching, tokenization, encoder, 
 same corpus, vocabulary and model, in this order: one process (``workers=1``), ``workers=N``
 (N worker processes feed the encoder in this process), and the Ray engine on a local cluster of
 ``N`` CPUs started beforehand (its start-up time is printed apart; shard tasks feed one encoder
-actor). Every run's vectors are compared with the one-process run's: the smallest cosine over
-the entries and whether the counts are identical.
+actor). Each run prints its encoder batches and their mean real tokens, and its vectors are
+compared with the one-process run's: the smallest cosine over the entries and whether the counts
+are identical.
 
 Input: gensim's Wikipedia excerpt + lee_background.cor (2.6 MB), the SimLex-999 + WordSim-353
 vocabulary, the offline all-MiniLM-L6-v2 on CPU (or ``--model``); ``--max-contexts`` 2000 (the
@@ -95,7 +96,8 @@ def main() -> None:
         print(
             f"{name:>28}: {seconds:7.1f} s  {stats['tokens'] / seconds:9,.0f} model tokens/s  "
             f"{stats['sentences'] / seconds:8,.0f} sentences/s  x{results[0][2] / seconds:.2f}  "
-            f"{agreement(vectors, reference)}"
+            f"{stats['batches']:,} batches of {stats['tokens'] / max(1, stats['batches']):,.0f} "
+            f"tokens  {agreement(vectors, reference)}"
         )
 
 

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 
+import numpy as np
 import psutil
 import pytest
 import ray
@@ -18,7 +19,11 @@ from roberta_static import DistillConfig, distill
 from roberta_static.engine.checkpoint import load_checkpoint
 from roberta_static.engine.ray.driver import RayPass, import_ray
 from roberta_static.errors import ConfigError, CorpusError, Interrupted
+from roberta_static.model.batches import EncoderInput
+from roberta_static.model.loading import load_pretrained
+from roberta_static.model.pooling import Accumulator
 from roberta_static.stopping import Checkpointing
+from roberta_static.text.shards import plan_shards
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -92,6 +97,56 @@ def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
         assert read[-1] == reports[-1].total_bytes
 
 
+@pytest.mark.parametrize("max_contexts", [0, 7])
+def test_ray_batches_the_inputs_of_many_shards_together(
+    corpus_folder, vocab_file, config, max_contexts, monkeypatch
+):
+    # Every shard is a small piece of the corpus: batched shard by shard, the batches would be
+    # small. The actor pools the inputs of chunks from any shard into batches as large as one
+    # process's, and still sums each shard apart: the vectors and counts are one process's.
+    monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 600)
+    config = config.replace(layers="1", max_contexts=max_contexts, chunk_sentences=2048)
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    on_ray = distill(corpus_folder, vocab_file, config.replace(engine="ray", encoders=1))
+    assert_same_vectors(serial, on_ray)
+    shards = len(plan_shards(sorted(p for p in corpus_folder.iterdir() if p.is_file())))
+    one, many = serial.meta["stats"], on_ray.meta["stats"]
+    assert shards > 2 * one["batches"]
+    assert many["batches"] <= one["batches"] + 2
+    assert many["tokens"] / many["batches"] >= 0.9 * one["tokens"] / one["batches"]
+    assert many["tokens"] == one["tokens"] and many["occurrences_used"] == one["occurrences_used"]
+
+
+def test_an_actor_batches_its_pool_early_once_the_waiting_shards_sums_pass_its_budget(
+    config, monkeypatch
+):
+    # Each shard's sums are dense on the actor: inputs of many small shards must not wait
+    # together until a chunk's worth is in when their sums would not fit.
+    from roberta_static.engine.ray import remote
+
+    model, tokenizer = load_pretrained(config)
+    entries, dim = 3, model.config.hidden_size
+    parts = [ray.put((*remote.model_parts(model), tokenizer))]
+    monkeypatch.setattr(remote, "_POOLED_SUMS_BYTES", 2 * Accumulator.bytes_needed(entries, dim))
+    actor = remote.EncoderActor(parts, config, entries, "cpu")
+
+    def chunk(entry):  # one input holding an occurrence of ``entry``
+        return [EncoderInput(np.array([0, 40 + entry, 41, 2]), np.array([[1, 3, entry]]))]
+
+    assert actor.add(0, 0, chunk(0)) == actor.add(1, 0, chunk(1)) == remote.Summed()
+    assert actor.finish(0, 1) == [0]  # its inputs wait: not summed yet
+    assert actor.add(2, 0, chunk(2)).chunks == [(0, 0), (1, 0), (2, 0)]
+    states = [actor.finish(shard, 1) for shard in range(3)]
+    assert sum(state.stats.batches for state in states) == 1  # one batch of the three inputs
+    alone = remote.EncoderActor(parts, config, entries, "cpu")
+    for shard, state in enumerate(states):
+        assert state.rows.tolist() == [shard] and state.counts.tolist() == [1]
+        assert state.stats.tokens == 4 and state.stats.padded_tokens == 4
+        alone.add(shard, 0, chunk(shard))
+        alone.flush()
+        np.testing.assert_allclose(state.sums, alone.finish(shard, 1).sums, rtol=1e-6)
+
+
 def _shard_task_pids() -> list[int]:
     """This test's processes running a shard task now (Ray titles them after the function).
 
@@ -150,16 +205,16 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
         if not checkpointing.nothing_to_lose:
             stop.set()
 
-    # Shards after the first two start only once the stop is asked: the checkpoint then holds
-    # unfinished shards however fast the first ones ran (the state, not the timing, decides).
-    run_shard = RayPass._shard
+    # Shards after the first two are merged only once the stop is asked: the checkpoint then
+    # holds unfinished shards however fast they ran (the state, not the timing, decides).
+    finish = RayPass._finish
 
-    def later_shards_wait_for_the_stop(self, index, entry):
+    def later_shards_wait_for_the_stop(self, index, sent):
         if index >= 2:
             stop.wait()
-        return run_shard(self, index, entry)
+        return finish(self, index, sent)
 
-    monkeypatch.setattr(RayPass, "_shard", later_shards_wait_for_the_stop)
+    monkeypatch.setattr(RayPass, "_finish", later_shards_wait_for_the_stop)
 
     with pytest.raises(Interrupted, match="resume with"):
         distill(

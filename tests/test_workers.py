@@ -18,6 +18,8 @@ from conftest import CORPUS_LINES
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.api import distill_from_model
 from roberta_static.engine.checkpoint import Checkpoint, load_checkpoint
+from roberta_static.engine.encoders import Ledger
+from roberta_static.engine.feeding import Batcher
 from roberta_static.engine.sharding import quotas
 from roberta_static.errors import Interrupted
 from roberta_static.model.loading import load_pretrained
@@ -193,6 +195,51 @@ def test_batches_left_at_a_stop_wait_in_the_checkpoint_and_are_summed_once_resum
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0)
     serial = distill(corpus_folder, vocab_file, config)
     saved = stopped_with_batches_left(roberta_dir, corpus_folder, vocab_file, tmp_path / "out")
+    resumed = distill(corpus_folder, vocab_file, config.replace(workers=2), resume_from=saved)
+    assert_same_vectors(serial, resumed)
+    for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+        assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def _shards_of(members) -> set[int]:
+    return {chunk.shard for chunk, _ in members}
+
+
+# 60: cat and dog take their contexts from the first shards of a.txt, the others from more.
+@pytest.mark.parametrize("max_contexts", [0, 60])
+def test_a_stop_with_batches_of_several_shards_in_hand_resumes_exactly(
+    roberta_dir, corpus_folder, vocab_file, small_shards, tmp_path, monkeypatch, max_contexts
+):
+    # Shards smaller than a chunk: the encoder side pools the inputs of several shards into each
+    # batch. The stop comes once the first batch of such a pool is summed: the batches after it,
+    # each holding inputs of several shards, wait in the checkpoint, each input in its shard.
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", max_contexts=max_contexts, chunk_sentences=16,
+        batch_tokens=64,
+    )  # fmt: skip
+    serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
+    checkpointing = Checkpointing(tmp_path / "out", 0)
+    pools = []  # flushes with batches after the first holding inputs of several shards
+    flush, add = Batcher.flush, Ledger.add
+
+    def recording(batcher):
+        batches = flush(batcher)
+        if any(len(_shards_of(members)) > 1 for _, members in batches[1:]):
+            pools.append(batches)
+        return batches
+
+    def stop_once_the_first_is_summed(ledger, members, summing):
+        summed = add(ledger, members, summing)
+        if pools and members is pools[0][0][1]:
+            checkpointing.stop.set()  # the encoder thread drops the batches after this one
+        return summed
+
+    with monkeypatch.context() as patched, pytest.raises(Interrupted, match="resume with"):
+        patched.setattr(Batcher, "flush", recording)
+        patched.setattr(Ledger, "add", stop_once_the_first_is_summed)
+        distill(corpus_folder, vocab_file, config.replace(workers=2), checkpointing=checkpointing)
+    saved = load_checkpoint(tmp_path / "out")
+    assert sum(bool(shard.leftover) for shard in saved.state.shards) > 1
     resumed = distill(corpus_folder, vocab_file, config.replace(workers=2), resume_from=saved)
     assert_same_vectors(serial, resumed)
     for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):

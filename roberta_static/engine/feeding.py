@@ -14,19 +14,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
 from ..errors import CorpusError, Interrupted, RobertaStaticError
-from ..model.batches import Batch, batch_groups, padded
+from ..model.batches import Batch, EncoderInput, batch_groups, padded
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
 from ..progress import PassStart, ProgressCallback
 from ..text.shards import Shard
 from .base import Job
 from .checkpoint import Saver
-from .encoders import EncoderThreads, Ledger, Members, SentChunk
+from .encoders import EncoderThreads, Ledger, SentChunk
 from .producer import Producer
 from .state import PassState
 from .stats import RunStats
@@ -177,7 +177,9 @@ class FedPass:
         if self.saver.checkpointing is not None:
             self.saver.checkpointing.nothing_to_lose = False
 
-    def _poll(self, ledger: Ledger, encoding: EncoderThreads, batcher: Batcher, stop: Any) -> None:
+    def _poll(
+        self, ledger: Ledger, encoding: EncoderThreads, batcher: Batcher[SentChunk], stop: Any
+    ) -> None:
         """What every wait does a few times a second: save when due, feed encoders idle long."""
         if ledger.summed and self.saver.due():
             self.saver.save(self._snapshot(ledger))
@@ -277,31 +279,40 @@ class _Run:
 
     ledger: Ledger
     encoding: EncoderThreads
-    batcher: Batcher
+    batcher: Batcher[SentChunk]
     start: PassStart
     watch: _Watch
 
 
-class Batcher:
+class Pooled(Protocol):
+    """What a :class:`Batcher` takes: a chunk of encoder inputs (of any shard)."""
+
+    inputs: list[EncoderInput]
+
+
+C = TypeVar("C", bound=Pooled)
+
+
+class Batcher(Generic[C]):
     """Encoder batches from the inputs of the chunks handed over, with the inputs each holds.
 
     One chunk at a time (``pool_inputs`` 0, one process): each chunk's inputs make their own
     batches, so a run's batches, and its sums, are the same every time. Pooled (worker
-    processes): inputs of chunks from any shard wait together until ``pool_inputs`` of them
-    (a chunk's worth) are in, then make batches as one chunk's would, so more workers, and so
-    smaller pieces of the corpus per chunk, never mean smaller batches.
+    processes, a Ray encoder actor): inputs of chunks from any shard wait together until
+    ``pool_inputs`` of them (a chunk's worth) are in, then make batches as one chunk's would, so
+    more workers, and so smaller pieces of the corpus per chunk, never mean smaller batches.
     """
 
     def __init__(self, batch_tokens: int, pad_id: int, pool_inputs: int = 0) -> None:
         self.batch_tokens, self.pad_id, self.pool_inputs = batch_tokens, pad_id, pool_inputs
-        self.pool: Members = []
+        self.pool: list[tuple[C, int]] = []  # (chunk, input number) waiting
         self.since = 0.0  # when the inputs waiting began to wait
 
     def waited(self) -> float:
         """Seconds the inputs waiting have waited (0 when none wait)."""
         return time.monotonic() - self.since if self.pool else 0.0
 
-    def add(self, chunk: SentChunk, flush: bool = False) -> list[tuple[Batch, Members]]:
+    def add(self, chunk: C, flush: bool = False) -> list[tuple[Batch, list[tuple[C, int]]]]:
         """The batches ready once ``chunk`` is in (with ``flush``, of every input waiting)."""
         if not self.pool:
             self.since = time.monotonic()
@@ -310,7 +321,7 @@ class Batcher:
             return self.flush()
         return []
 
-    def flush(self) -> list[tuple[Batch, Members]]:
+    def flush(self) -> list[tuple[Batch, list[tuple[C, int]]]]:
         """Batches of every input waiting."""
         inputs = [chunk.inputs[number] for chunk, number in self.pool]
         batches = [

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..config import DistillConfig
 from ..model.batches import Batch
 from ..model.encoder import Encoder
@@ -27,6 +29,24 @@ def accumulate(
     stats.batches += 1
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
+
+
+def accumulate_rows(
+    hidden: Any,
+    batch: Batch,
+    rows: np.ndarray,
+    accumulator: Accumulator,
+    config: DistillConfig,
+    stats: RunStats,
+) -> None:
+    """Add the occurrences of some ``rows`` of a batch, and count those rows' tokens.
+
+    The batch itself is not counted: a batch pooled from several shards' inputs is summed a
+    shard's rows at a time, and counted once.
+    """
+    accumulator.add(hidden, batch.of_rows(rows), config.pool, config.combine)
+    stats.tokens += int(batch.attention_mask[rows].sum())
+    stats.padded_tokens += len(rows) * batch.input_ids.shape[1]
 
 
 def add_batch(

@@ -1,16 +1,20 @@
 """The pass on a Ray cluster (``engine="ray"``): shard tasks feed encoder actors.
 
 One Ray task per shard runs the CPU side over it (the producer a worker process of
-:mod:`.local` runs) and streams its chunks of numpy batches (a generator task).
-Encoder actors, one per GPU (or ``encoders`` on CPU), hold the model and sum each shard's batches
-apart, in float64. A shard's state reaches the driver once the shard is complete, and the driver
-merges the states in shard order: the result is the serial pass's up to float rounding.
+:mod:`.local` runs) and streams its chunks of encoder inputs (a generator task). Encoder actors,
+one per GPU (or ``encoders`` on CPU), hold the model: each pools the inputs of chunks from any
+shard into batches as large as one process's, and sums each shard's occurrences apart, in
+float64. A shard's state reaches the driver once all its chunks are summed, and the driver merges
+the states in shard order: the result is the serial pass's up to float rounding.
+
+A shard's last inputs may wait in its actor's pool for other shards' inputs: the driver asks the
+actor to sum what waits once no shard feeds it any more.
 
 Faults: Ray runs a killed shard task again (its replay yields the same chunks) and restarts a
 killed actor, sending it the calls it had not answered. A restarted actor has lost its partial
-sums; at the shard's end it names the chunks it lacks, and the driver sends them again (it keeps a
-shard's chunks until the shard is merged). An actor adds a chunk number once, so nothing is lost
-or counted twice.
+sums and the inputs waiting in its pool; at the shard's end it names the chunks it has not
+summed, and the driver sends them again (it keeps a shard's chunks until the shard is merged). An
+actor takes a chunk number once, so nothing is lost or counted twice.
 
 Checkpoints hold the shards merged so far and the others at the state they started from; they
 are every engine's checkpoints, so any engine resumes them.
@@ -27,14 +31,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ...config import DistillConfig
 from ...errors import ConfigError, Interrupted, RobertaStaticError, install_hint
-from ...model.batches import make_batches
 from ...progress import PassStart, ProgressCallback, Work
 from ...stopping import Checkpointing
 from ...text.shards import Shard
@@ -44,11 +46,11 @@ from ..feeding import worker_failure
 from ..producer import ProducerSetup
 from ..sharding import fresh_shards
 from ..state import PassState, ShardState
-from .remote import EncoderActor, ShardEnd, count_shard, model_parts, produce_shard
+from .remote import EncoderActor, ShardEnd, Summed, count_shard, model_parts, produce_shard
 
 _POLL_SECONDS = 0.1
 _CONNECT_SECONDS = 5
-_CHUNKS_AHEAD = 4  # chunks of a shard sent to its actor and not yet added
+_CHUNKS_AHEAD = 4  # chunks of a shard sent to its actor and not yet taken
 
 
 def import_ray() -> Any:
@@ -79,10 +81,6 @@ class RayPass:
         self.ray, self.corpus, self.config, self.report = ray, job.corpus, config, report
         self.run_id = uuid.uuid4().hex
         self.setup = ray.put(ProducerSetup.of(job.encoder, job.corpus, job.vocab, config))
-        encoder = job.encoder  # a resumed shard's leftover, as batches to its token budget
-        self.batches_of = partial(
-            make_batches, batch_tokens=encoder.batch_tokens, pad_id=encoder.subwords.pad_id
-        )
         resources = ray.cluster_resources()
         gpus = int(resources.get("GPU", 0))
         on_gpu = gpus > 0 and config.device != "cpu"
@@ -102,14 +100,19 @@ class RayPass:
             )
             for i in range(config.encoders or (gpus if on_gpu else 1))
         ]
+        # Shards each actor is fed by, shards not yet started, each shard's chunks not summed:
+        # guarded by ``lock``, which is notified as they change.
         self.load = [0] * len(self.actors)
-        self.lock = threading.Lock()
+        self.starting = 0
+        self.unsummed: dict[int, set[int]] = {}
+        self.lock = threading.Condition()
+        self.works: dict[tuple[int, int], Work] = {}  # each chunk's shard progress once summed
         task = ray.remote(num_cpus=1, max_retries=3)
         self.count_task = task(count_shard)
         self.produce_task = task(produce_shard)
         self.cancelled = threading.Event()
-        # (shard, its bytes and sentences once a chunk is added, the chunk's tokens)
-        self.news: queue.Queue[tuple[int, Work | None, int]] = queue.Queue()
+        # (each shard's bytes and sentences once chunks are summed, the tokens encoded)
+        self.news: queue.Queue[tuple[list[tuple[int, Work]], int]] = queue.Queue()
 
     def count(self, shards: list[Shard], stop: Any) -> np.ndarray:
         """``[shards, entries]`` occurrences, one count task per shard."""
@@ -137,16 +140,20 @@ class RayPass:
         start = PassStart(self.corpus.total_bytes, progress.total(), progress.tokens)
         self.report(start.progress(progress.total(), progress.tokens))
         merged_any = False
-        pool = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
+        # Shard tasks hold the cluster's CPUs; a shard whose task has ended waits apart for its
+        # last chunks to be summed.
+        self.starting = len(order)
+        producing = ThreadPoolExecutor(self.slots, thread_name_prefix="roberta-static-shard")
+        finishing = ThreadPoolExecutor(
+            max(1, len(order)), thread_name_prefix="roberta-static-shard"
+        )
         try:
             futures: dict[Future, int] = {
-                pool.submit(self._shard, index, shards[index]): index for index in order
+                producing.submit(self._send, index, shards[index]): index for index in order
             }
             while futures:
                 done, _ = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
-                for future in done:
-                    index = futures.pop(future)
-                    finished[index] = future.result()
+                self._collect(done, futures, finished, finishing)
                 while order and order[0] in finished:
                     index = order.pop(0)
                     shards[index], part = finished.pop(index)
@@ -164,61 +171,109 @@ class RayPass:
             self.cancelled.set()
             # Wait for the shard threads: each sees ``cancelled`` within a poll. One still in a
             # Ray call when the cluster shuts down makes Ray end the whole process.
-            pool.shutdown(wait=True, cancel_futures=True)
+            for pool in (producing, finishing):
+                pool.shutdown(wait=True, cancel_futures=True)
         return replace(merged, shards=shards)
+
+    def _collect(
+        self,
+        done: set[Future],
+        futures: dict[Future, int],
+        finished: dict[int, tuple[ShardState, PassState]],
+        finishing: ThreadPoolExecutor,
+    ) -> None:
+        """Take the shards' stages ``done``: a shard whose task ended goes on to ``finishing``."""
+        for future in done:
+            index = futures.pop(future)
+            if isinstance(sent := future.result(), _Sent):
+                futures[finishing.submit(self._finish, index, sent)] = index
+            else:
+                finished[index] = sent
 
     def _report(self, progress: _Progress, start: PassStart) -> None:
         while True:
             try:
-                index, done, tokens = self.news.get_nowait()
+                done, tokens = self.news.get_nowait()
             except queue.Empty:
                 break
             progress.tokens += tokens
-            if done is not None:
-                progress.done[index] = done
+            for index, work in done:
+                progress.done[index] = work
         self.report(start.progress(progress.total(), progress.tokens))
 
-    def _shard(self, index: int, entry: ShardState) -> tuple[ShardState, PassState]:
-        """One shard through its task and an actor; its state and sums once complete."""
+    def _send(self, index: int, entry: ShardState) -> _Sent:
+        """One shard through its task, its chunks sent to the actor fed by the fewest shards."""
         with self.lock:
             which = int(np.argmin(self.load))
             self.load[which] += 1
-        actor = self.actors[which]
+            self.starting -= 1
+            self.unsummed[index] = set()
         try:
-            end, payloads = self._chunks(index, entry, actor)
-            while isinstance(sums := self._finish(actor, index, len(payloads)), list):
-                for number in sums:  # the actor restarted and lost them
-                    self._added(index, actor.add.remote(index, number, payloads[number]), None)
+            return _Sent(which, *self._chunks(index, entry, self.actors[which]))
         finally:
             with self.lock:
                 self.load[which] -= 1
-        return end.state, sums
+                self.lock.notify_all()
 
     def _chunks(self, index: int, entry: ShardState, actor: Any) -> tuple[ShardEnd, list[Any]]:
-        """Have ``actor`` add the shard's chunks as its task makes them, once each is added.
+        """Send the shard's chunks to ``actor`` as its task makes them, each once it is taken.
 
-        A resumed shard's leftover batches come first. Returns the shard's end, and every chunk
+        A resumed shard's leftover inputs come first. Returns the shard's end, and every chunk
         sent (kept until the shard is merged, in case the actor restarts).
         """
         payloads: list[Any] = []
-        adds: list[tuple[Any, Work | None]] = []
+        adds: list[Any] = []
 
         def add(payload: Any, done: Work | None) -> None:
-            adds.append((actor.add.remote(index, len(payloads), payload), done))
+            number = len(payloads)
+            if done is not None:
+                self.works[index, number] = done
+            with self.lock:
+                self.unsummed[index].add(number)
+            adds.append(actor.add.remote(index, number, payload))
             payloads.append(payload)
             if len(adds) > _CHUNKS_AHEAD:
-                self._added(index, *adds.pop(0))
+                self._took(adds.pop(0))
 
         if entry.leftover:
-            add(self.ray.put(list(self.batches_of(entry.leftover))), None)
+            add(self.ray.put(entry.leftover), None)
         # A shard done but for its leftover ends where it is.
         end = self._produce(entry, add) if not entry.done else ShardEnd(entry.snapshot())
-        for ref, done in adds:
-            self._added(index, ref, done)
+        for ref in adds:
+            self._took(ref)
         return end, payloads
 
+    def _finish(self, index: int, sent: _Sent) -> tuple[ShardState, PassState]:
+        """The shard's state and sums, once its actor has summed all its chunks."""
+        actor = self.actors[sent.actor]
+        while isinstance(sums := self._sums(index, sent), list):
+            with self.lock:
+                self.unsummed[index].update(sums)
+            for number in sums:  # the actor restarted and lost them
+                self._took(actor.add.remote(index, number, sent.payloads[number]))
+        with self.lock:
+            del self.unsummed[index]
+        return sent.end.state, sums
+
+    def _sums(self, index: int, sent: _Sent) -> PassState | list[int]:
+        """The shard's sums, or the numbers of the chunks its actor has not summed.
+
+        Waits until all the shard's chunks are summed, or until no shard feeds its actor any
+        more: then the actor sums the inputs waiting in its pool first.
+        """
+        actor = self.actors[sent.actor]
+        with self.lock:
+            while self.unsummed[index] and (self.load[sent.actor] or self.starting):
+                if self.cancelled.is_set():
+                    raise _Cancelled
+                self.lock.wait(_POLL_SECONDS)
+            waiting = bool(self.unsummed[index])
+        if waiting:
+            self._took(actor.flush.remote())
+        return self._get([actor.finish.remote(index, len(sent.payloads))])[0]
+
     def _produce(self, entry: ShardState, add: Callable[[Any, Work], None]) -> ShardEnd:
-        """Run the shard's task, handing each chunk's batches to ``add``; the shard's end."""
+        """Run the shard's task, handing each chunk's inputs to ``add``; the shard's end."""
         chunks = self.produce_task.remote(self.run_id, self.setup, entry.snapshot())
         try:
             while not isinstance(item := self._get([self._next(chunks)])[0], ShardEnd):
@@ -228,12 +283,17 @@ class RayPass:
             raise
         return item
 
-    def _finish(self, actor: Any, index: int, chunks: int) -> PassState | list[int]:
-        return self._get([actor.finish.remote(index, chunks)])[0]
-
-    def _added(self, index: int, ref: Any, done: Work | None) -> None:
-        """Wait for a chunk to be added; then its shard has ``done`` (if known)."""
-        self.news.put((index, done, self._get([ref])[0]))
+    def _took(self, ref: Any) -> None:
+        """Wait for an actor's call; then the chunks it summed are done."""
+        summed: Summed = self._get([ref])[0]
+        done = []
+        with self.lock:
+            for shard, number in summed.chunks:
+                self.unsummed.get(shard, set()).discard(number)
+                if (work := self.works.pop((shard, number), None)) is not None:
+                    done.append((shard, work))  # a chunk sent again is done already
+            self.lock.notify_all()
+        self.news.put((done, summed.tokens))
 
     def _next(self, chunks: Any) -> Any:
         """The next object of a generator task, waiting no longer than the run lasts."""
@@ -258,6 +318,15 @@ class RayPass:
         except ray.exceptions.RayError as error:  # an actor that cannot start, a lost node
             problem = str(error).strip().splitlines()[0]
             raise ConfigError(f"the Ray cluster failed: {problem}", field="engine") from None
+
+
+@dataclass
+class _Sent:
+    """A shard whose task has ended: its actor, its end, every chunk sent."""
+
+    actor: int
+    end: ShardEnd
+    payloads: list[Any]
 
 
 @dataclass

@@ -9,28 +9,28 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ...config import DistillConfig
 from ...errors import RobertaStaticError
-from ...model.batches import Batch
+from ...model.batches import Batch, EncoderInput
 from ...model.encoder import Encoder
 from ...model.pooling import Accumulator
 from ...model.threads import use_threads
 from ...text.shards import Shard
-from ..feeding import worker_failure
+from ..feeding import Batcher, worker_failure
 from ..producer import Producer, ProducerSetup
 from ..state import PassState, ShardState
 from ..stats import RunStats
-from ..step import add_batch
+from ..step import accumulate_rows, encode
 
 
 @dataclass(frozen=True)
 class ChunkHeader:
-    """Yielded before each chunk's batches: how far the shard has got once they are added."""
+    """Yielded before each chunk's inputs: how far the shard has got once they are summed."""
 
     bytes_done: int
     sentences: int
@@ -42,6 +42,21 @@ class ShardEnd:
 
     state: ShardState
 
+
+@dataclass(frozen=True)
+class Summed:
+    """What an encoder actor's call summed: the chunks it completed, and the tokens it encoded.
+
+    ``chunks``: ``(shard, chunk number)`` of each chunk whose inputs are now all summed.
+    """
+
+    chunks: list[tuple[int, int]] = field(default_factory=list)
+    tokens: int = 0
+
+
+# The sums that shards whose inputs wait in an encoder actor's pool may hold, at most (float64,
+# dense: 0.6 GB a shard for 100,000 entries of width 768).
+_POOLED_SUMS_BYTES = 1 << 30
 
 # Worker side: Ray reuses worker processes, so a producer is built once per run and process.
 _producers: dict[str, Producer] = {}
@@ -66,15 +81,15 @@ def count_shard(run: str, setup: ProducerSetup, shard: Shard) -> np.ndarray:
 
 def produce_shard(
     run: str, setup: ProducerSetup, state: ShardState
-) -> Iterator[ChunkHeader | list[Batch] | ShardEnd]:
-    """A Ray generator task: each chunk's header, then its batches; the shard's end last."""
+) -> Iterator[ChunkHeader | list[EncoderInput] | ShardEnd]:
+    """A Ray generator task: each chunk's header, then its inputs; the shard's end last."""
     # Arguments from Ray's object store are read-only; the pass counts contexts down in place.
     state = state.snapshot()
     with _one_line_errors():
         producer = _producer(run, setup)
         for chunk in producer.chunks(state):
             yield ChunkHeader(chunk.end_bytes, chunk.state.stats.sentences)
-            yield producer.batches(chunk.inputs)
+            yield chunk.inputs
         yield ShardEnd(state)
 
 
@@ -88,15 +103,33 @@ def _one_line_errors() -> Iterator[None]:
         raise worker_failure(error) from None
 
 
+@dataclass(frozen=True)
+class _Chunk:
+    """A chunk sent to an encoder actor, its inputs waiting in the actor's pool."""
+
+    shard: int
+    number: int
+    inputs: list[EncoderInput]
+
+
 @dataclass
 class _Partial:
+    """A shard's sums on one actor; its chunks summed, and those whose inputs wait."""
+
     accumulator: Accumulator
     stats: RunStats = field(default_factory=RunStats)
     chunks: set[int] = field(default_factory=set)
+    pooled: set[int] = field(default_factory=set)
 
 
 class EncoderActor:
-    """A Ray actor: the model on one device, summing each shard's batches apart."""
+    """A Ray actor: the model on one device, batching the inputs of any shard, summing each apart.
+
+    Inputs of chunks from any shard wait in one pool until a chunk's worth (``chunk_sentences``)
+    is in, then make batches as one process's chunk would (the local engine's
+    :class:`~..feeding.Batcher`). Each batch runs once; its occurrences and tokens go to the
+    sums of the shard each row came from, so shards still merge in shard order.
+    """
 
     def __init__(self, model: list[Any], config: DistillConfig, entries: int, device: str) -> None:
         import ray
@@ -111,30 +144,43 @@ class EncoderActor:
         self.entries = entries
         self.dim = self.encoder.output_dim(config.combine)
         self.partial: dict[int, _Partial] = {}
+        # A shard's sums are dense: the pool is batched early once the shards waiting in it
+        # would hold more than _POOLED_SUMS_BYTES of them.
+        per_shard = Accumulator.bytes_needed(entries, self.dim)
+        self.max_shards = max(1, _POOLED_SUMS_BYTES // per_shard)
+        pad_id = self.encoder.subwords.pad_id
+        self.batcher: Batcher[_Chunk] = Batcher(
+            self.encoder.batch_tokens, pad_id, config.chunk_sentences
+        )
         self.idle_since = time.perf_counter()
 
-    def add(self, shard: int, number: int, batches: list[Batch]) -> int:
-        """Add chunk ``number`` of ``shard`` unless already added; returns the tokens encoded."""
+    def add(self, shard: int, number: int, inputs: list[EncoderInput]) -> Summed:
+        """Pool chunk ``number`` of ``shard`` unless already in; sum the pool once it is full."""
         part = self.partial.get(shard)
         if part is None:
             part = self.partial[shard] = _Partial(
                 Accumulator(self.entries, self.dim, self.encoder.device)
             )
-        if number in part.chunks:
-            return 0
+        if number in part.chunks or number in part.pooled:
+            return Summed()
         # An actor's calls run one at a time: the time since its last one, it waited for input.
         part.stats.encoder_wait_seconds += time.perf_counter() - self.idle_since
-        tokens = part.stats.tokens
-        for batch in batches:
-            # Arrays from the object store are read-only, and torch warns about such arrays.
-            batch = Batch(*(np.array(getattr(batch, f.name)) for f in fields(Batch)))
-            add_batch(self.encoder, batch, part.accumulator, self.config, part.stats)
-        part.chunks.add(number)
-        self.idle_since = time.perf_counter()
-        return part.stats.tokens - tokens
+        part.pooled.add(number)
+        batches = self.batcher.add(_Chunk(shard, number, inputs))
+        if len({chunk.shard for chunk, _ in self.batcher.pool}) > self.max_shards:
+            batches += self.batcher.flush()
+        return self._sum(batches)
+
+    def flush(self) -> Summed:
+        """Sum every input waiting: no more will come soon."""
+        return self._sum(self.batcher.flush())
 
     def finish(self, shard: int, chunks: int) -> PassState | list[int]:
-        """The shard's sums once all ``chunks`` are added, else the numbers of those missing."""
+        """The shard's sums once all ``chunks`` are summed, else the numbers of those not summed.
+
+        A chunk whose inputs wait in the pool is not summed yet; one this actor lacks (it
+        restarted) is not either: the driver sends those again.
+        """
         part = self.partial.get(shard)
         missing = sorted(set(range(chunks)) - (part.chunks if part else set()))
         if missing:
@@ -143,6 +189,30 @@ class EncoderActor:
         if part is None:  # a shard without any sentence to encode
             return PassState.empty(self.dim)
         return PassState.of_sums(*part.accumulator.state(), part.stats)
+
+    def _sum(self, batches: list[tuple[Batch, list[tuple[_Chunk, int]]]]) -> Summed:
+        """Run ``batches``; once the pool is empty, every chunk pooled is summed."""
+        tokens = sum(self._sum_batch(*batch) for batch in batches)
+        chunks = []
+        if not self.batcher.pool:
+            for shard, part in self.partial.items():
+                chunks += [(shard, number) for number in sorted(part.pooled)]
+                part.chunks |= part.pooled
+                part.pooled = set()
+        self.idle_since = time.perf_counter()
+        return Summed(chunks, tokens)
+
+    def _sum_batch(self, batch: Batch, members: list[tuple[_Chunk, int]]) -> int:
+        """Run one batch; add each row's occurrences and tokens to its shard's sums."""
+        owners = np.array([chunk.shard for chunk, _ in members])
+        first = self.partial[int(owners[0])].stats  # the batch (and a float32 re-run) counts once
+        hidden = encode(self.encoder, batch, first)
+        first.batches += 1
+        for shard in np.unique(owners):
+            part = self.partial[int(shard)]
+            rows = np.flatnonzero(owners == shard)
+            accumulate_rows(hidden, batch, rows, part.accumulator, self.config, part.stats)
+        return batch.real_tokens
 
 
 def model_parts(model: Any) -> tuple[type, Any, dict[str, Any]]:
