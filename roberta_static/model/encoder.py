@@ -114,8 +114,8 @@ class Encoder:
         Its arrays go to the device in one copy (:class:`~.staging.Staging`); whether
         half-precision states overflowed is left on the device, for :meth:`Encoded.overflowed`.
         """
-        input_ids, mask, occurrences = self._move(batch)
-        states = self._forward(input_ids, mask)
+        input_ids, mask, occurrences = self.move(batch)
+        states = self.forward(input_ids, mask)
         # One reduction instead of an elementwise test: a sum is finite only if every term is.
         overflow = None if self.dtype == torch.float32 else ~torch.isfinite(states.sum())
         return Encoded(states, occurrences, overflow, partial(self._in_float32, input_ids, mask))
@@ -128,7 +128,7 @@ class Encoder:
         """
         return self.encode(batch).checked_states()
 
-    def _move(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None, Occurrences]:
+    def move(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None, Occurrences]:
         """The batch's input ids, the mask the model is given, and its occurrences, on the device.
 
         A model that takes prepared masks gets none for a batch without padding (known here
@@ -148,13 +148,14 @@ class Encoder:
     def _in_float32(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         self.model.float()
         try:
-            states = self._forward(input_ids, mask)
+            states = self.forward(input_ids, mask)
         finally:
             self.model.to(self.dtype)  # float32 back to half precision is exact
         self.float32_recomputes += 1
         return states
 
-    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The chosen hidden layers, float32, of inputs on the device (as :meth:`move` gives)."""
         output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
         # transformers 5 records hidden states with hooks on the blocks, so a model cut to no
         # blocks (only layer 0 chosen) reports none; its output is then the embedding output.
