@@ -125,7 +125,7 @@ def main() -> None:
 
 def report(meta: dict[str, Any], seconds: float, phases: Phases) -> None:
     stats, model = meta["stats"], meta["model"]
-    print(f"model {model.get('id', '')}; device {model['device']}, dtype {model['dtype']}")
+    print(f"model {model['name']}; device {model['device']}, dtype {model['dtype']}")
     print(
         f"pass {seconds:.1f} s: {stats['batches']:,} batches, {stats['tokens']:,} model tokens, "
         f"{stats['tokens'] / seconds:,.0f} tokens/s; float32 re-runs "
