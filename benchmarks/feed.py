@@ -90,9 +90,17 @@ def simulated_device(rate: float):
     like a GPU, costs time in proportion to its tokens and leaves the GIL to the CPU side."""
 
     def hook(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
-        time.sleep(int(kwargs["attention_mask"].sum()) / rate)
+        time.sleep(real_tokens(kwargs["input_ids"], kwargs["attention_mask"]) / rate)
 
     return hook
+
+
+def real_tokens(input_ids: Any, mask: Any) -> int:
+    """Tokens that are not padding, whichever mask the encoder gives the model: none (a batch
+    without padding), the 2D padding mask, or a 4D one made from it."""
+    if mask is None:
+        return input_ids.numel()
+    return int((mask[:, 0, 0] if mask.dim() == 4 else mask).sum())
 
 
 def run_producer(task: dict[str, Any]) -> dict[str, Any]:

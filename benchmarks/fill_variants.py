@@ -30,6 +30,8 @@ from scipy.stats import spearmanr
 
 from roberta_static import DistillConfig, StaticVectors
 from roberta_static.api import decontextualized, distill_from_model
+from roberta_static.engine.stats import RunStats
+from roberta_static.engine.step import add_batch
 from roberta_static.model.encoder import Encoder
 from roberta_static.model.loading import load_pretrained
 from roberta_static.model.pooling import Accumulator
@@ -127,7 +129,7 @@ def average_in(
     """Each entry's vector averaged over its occurrences in ``sentences`` (rows as spans say)."""
     accumulator = Accumulator(n_entries, encoder.output_dim(config.combine), encoder.device)
     for batch in encoder.batches(encoder.subwords.encode(sentences)):
-        accumulator.add(encoder.hidden_states(batch), batch, config.pool, config.combine)
+        add_batch(encoder, batch, accumulator, config, RunStats())
     return accumulator.means()[0]
 
 

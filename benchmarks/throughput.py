@@ -103,13 +103,13 @@ def hardware() -> str:
 def run_ours(model, tokenizer, corpus_file: Path, vocab: Vocabulary, config: DistillConfig):
     """(a), recording every batch the encoder sees for (c)."""
     batches = []
-    forward = Encoder.hidden_states
+    encode = Encoder.encode
 
     def recording(self, batch):
         batches.append(batch)
-        return forward(self, batch)
+        return encode(self, batch)
 
-    Encoder.hidden_states = recording
+    Encoder.encode = recording
     try:
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
@@ -117,27 +117,18 @@ def run_ours(model, tokenizer, corpus_file: Path, vocab: Vocabulary, config: Dis
         vectors = distill_from_model(model, tokenizer, Corpus([corpus_file]), vocab, config)
         seconds = time.perf_counter() - start
     finally:
-        Encoder.hidden_states = forward
+        Encoder.encode = encode
     return vectors, seconds, batches
 
 
 def run_encoder_alone(model, tokenizer, config: DistillConfig, batches) -> float:
-    """(c): the same batches, tensors prepared on the device beforehand."""
+    """(c): the same batches, their inputs moved to the device beforehand."""
     encoder = Encoder(model, tokenizer, config)
-    ready = [
-        (
-            torch.from_numpy(b.input_ids).to(encoder.device),
-            torch.from_numpy(b.attention_mask).to(encoder.device),
-        )
-        for b in batches
-    ]
     with torch.inference_mode():
+        ready = [encoder.move(batch)[:2] for batch in batches]
         start = time.perf_counter()
         for ids, mask in ready:
-            states = encoder.model(
-                input_ids=ids, attention_mask=mask, output_hidden_states=True
-            ).hidden_states
-            torch.stack([states[i] for i in encoder.layers]).float()
+            encoder.forward(ids, mask)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
     return time.perf_counter() - start

@@ -3,10 +3,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import transformers
+from torch.overrides import TorchFunctionMode
 from transformers import AutoModel
 
 from roberta_static.config import DistillConfig
 from roberta_static.errors import ConfigError, ModelLoadError
+from roberta_static.model.batches import Batch, EncoderInput, padded
 from roberta_static.model.encoder import resolve_layers, truncate_layers
 from roberta_static.model.loading import load_pretrained
 
@@ -178,3 +181,113 @@ def test_an_encoder_with_no_room_beside_the_special_tokens_is_a_config_error(rob
     with pytest.raises(ConfigError, match="max_length: 3 leaves 1 of the 2 tokens of text"):
         Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=3))
     assert Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), max_length=4))
+
+
+class DeviceWaits(TorchFunctionMode):
+    """Records the torch calls that make the host wait for the device (on CUDA)."""
+
+    READS = {
+        torch.Tensor.__bool__,
+        torch.Tensor.__int__,
+        torch.Tensor.__float__,
+        torch.Tensor.__index__,
+        torch.Tensor.item,
+        torch.Tensor.tolist,
+        torch.Tensor.cpu,
+        torch.Tensor.numpy,
+        torch.Tensor.nonzero,
+        torch.nonzero,
+        torch.Tensor.masked_select,
+        torch.masked_select,
+        torch.Tensor.unique,
+        torch.unique,
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.READS or _sized_by_the_device(func, args, kwargs):
+            self.calls.append(func.__name__)
+        return func(*args, **kwargs)
+
+
+def _sized_by_the_device(func, args, kwargs) -> bool:
+    """repeat_interleave by tensor repeats without output_size; indexing by a boolean tensor."""
+    if func in (torch.repeat_interleave, torch.Tensor.repeat_interleave):
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+        return isinstance(repeats, torch.Tensor) and kwargs.get("output_size") is None
+    if func is torch.Tensor.__getitem__:
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index)
+    return False
+
+
+def _two_batches(pad_id: int) -> list[Batch]:
+    """A batch with padding and one without, each with occurrences of one and several subwords."""
+    rng = np.random.default_rng(0)
+    inputs = [
+        EncoderInput(rng.integers(5, 60, length), np.array([[1, 2, 0], [2, 5, length % 3]]))
+        for length in (12, 15)
+    ]
+    return [padded(inputs, pad_id), padded(inputs[1:], pad_id)]
+
+
+@pytest.mark.parametrize("dtype,waits", [("float32", 0), ("bfloat16", 1)])
+def test_a_batch_waits_for_the_device_once_in_half_precision_and_never_in_float32(
+    model_dir, dtype, waits
+):
+    from roberta_static.engine.stats import RunStats
+    from roberta_static.engine.step import add_batch
+    from roberta_static.model.encoder import Encoder
+    from roberta_static.model.pooling import Accumulator
+
+    config = DistillConfig(model=str(model_dir), dtype=dtype)
+    encoder = Encoder(*load_pretrained(config), config)
+    if not encoder.prepared_masks:  # older transformers check the 2D mask on the host
+        waits += 1
+    for pool in ("mean", "max", "first"):
+        for batch in _two_batches(encoder.subwords.pad_id):
+            accumulator = Accumulator(3, encoder.output_dim("mean"))
+            with DeviceWaits() as recorded:
+                add_batch(encoder, batch, accumulator, config.replace(pool=pool), RunStats())
+            assert len(recorded.calls) == waits, (pool, recorded.calls)
+
+
+def test_prepared_masks_give_the_states_the_2d_mask_gives(model_dir):
+    from roberta_static.model.encoder import Encoder
+
+    config = DistillConfig(model=str(model_dir))
+    model, tokenizer = load_pretrained(config)
+    encoder = Encoder(model, tokenizer, config)
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        assert encoder.prepared_masks
+    for batch in _two_batches(encoder.subwords.pad_id):
+        ids, mask = torch.from_numpy(batch.input_ids), torch.from_numpy(batch.attention_mask)
+        with torch.inference_mode():
+            full = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        expected = torch.stack([full.hidden_states[layer] for layer in encoder.layers])
+        assert torch.equal(encoder.hidden_states(batch), expected)
+
+
+def test_staging_on_the_cpu_shares_the_arrays_memory():
+    from roberta_static.model.staging import Staging
+
+    arrays = [np.arange(6).reshape(2, 3), np.arange(4)[::2]]
+    moved = Staging(torch.device("cpu")).move(arrays)
+    assert moved[0].data_ptr() == arrays[0].ctypes.data and not moved[0].is_pinned()
+    assert [t.tolist() for t in moved] == [a.tolist() for a in arrays]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_staging_on_cuda_copies_through_reused_pinned_buffers_grown_as_needed():
+    from roberta_static.model.staging import Staging
+
+    staging = Staging(torch.device("cuda"))
+    for size in (3, 1000, 5, 4000, 2):  # each buffer grows once, then is reused
+        arrays = [np.arange(size * 2).reshape(2, size), np.arange(size) * 7, np.zeros(0, int)]
+        moved = staging.move(arrays)
+        assert [t.cpu().tolist() for t in moved] == [a.tolist() for a in arrays]
+    assert all(buffer.is_pinned() for buffer in staging._buffers)

@@ -24,7 +24,14 @@ from roberta_static.errors import ConfigError, CorpusError
 from roberta_static.model.batches import Batch, EncoderInput
 from roberta_static.model.encoder import Encoder
 from roberta_static.model.loading import load_pretrained
-from roberta_static.model.pooling import Accumulator, combine_layers, pool_occurrences
+from roberta_static.model.pooling import (
+    Accumulator,
+    Occurrences,
+    combine_layers,
+    occurrence_arrays,
+    occurrence_vectors,
+    pool_occurrences,
+)
 from roberta_static.text.corpus import Corpus, Position
 from roberta_static.text.segment import load_segmenter
 from roberta_static.text.shards import Shard, plan_shards
@@ -33,12 +40,28 @@ from roberta_static.text.vocab import Vocabulary
 # --- pooling -------------------------------------------------------------------------------
 
 
+def _occurrences(batch: Batch) -> Occurrences:
+    return Occurrences(*map(torch.from_numpy, occurrence_arrays(batch)))
+
+
+def _batch(tokens: int, starts: list[int], ends: list[int], entries: list[int]) -> Batch:
+    """One row of ``tokens`` tokens with occurrences at ``starts:ends`` of ``entries``."""
+    return Batch(
+        input_ids=np.zeros((1, tokens), dtype=np.int64),
+        attention_mask=np.ones((1, tokens), dtype=np.int64),
+        rows=np.zeros(len(starts), dtype=np.int64),
+        starts=np.array(starts),
+        ends=np.array(ends),
+        entries=np.array(entries),
+    )
+
+
 def test_pooling_reads_each_occurrence_s_subwords_and_combines_layers():
     # [layers=2, batch=1, tokens=4, hidden=2]: token t of layer l holds (10 l + t, -t).
     hidden = torch.tensor(
         [[[[10 * layer + t, -t] for t in range(4)]] for layer in range(2)], dtype=torch.float64
     )
-    rows, starts, ends = torch.tensor([0, 0]), torch.tensor([0, 1]), torch.tensor([1, 4])
+    occurrences = _occurrences(_batch(4, starts=[0, 1], ends=[1, 4], entries=[0, 1]))
     expected = {
         "mean": [[[0, 0], [2, -2]], [[10, 0], [12, -2]]],
         "first": [[[0, 0], [1, -1]], [[10, 0], [11, -1]]],
@@ -46,31 +69,25 @@ def test_pooling_reads_each_occurrence_s_subwords_and_combines_layers():
         "max": [[[0, 0], [3, -1]], [[10, 0], [13, -1]]],
     }
     for pool, values in expected.items():
-        pooled = pool_occurrences(hidden, rows, starts, ends, pool)
+        pooled = pool_occurrences(hidden, occurrences, pool)
         assert pooled.tolist() == values, pool
-    pooled = pool_occurrences(hidden, rows, starts, ends, "mean")
+    pooled = pool_occurrences(hidden, occurrences, "mean")
     assert combine_layers(pooled, "mean").tolist() == [[5, 0], [7, -2]]
     assert combine_layers(pooled, "sum").tolist() == [[10, 0], [14, -4]]
     assert combine_layers(pooled, "concat").tolist() == [[0, 0, 10, 0], [2, -2, 12, -2]]
 
 
 def test_the_accumulator_sums_per_entry_and_goes_on_from_a_saved_state():
-    batch = Batch(
-        input_ids=np.zeros((1, 3), dtype=np.int64),
-        attention_mask=np.ones((1, 3), dtype=np.int64),
-        rows=np.array([0, 0, 0]),
-        starts=np.array([0, 1, 2]),
-        ends=np.array([1, 2, 3]),
-        entries=np.array([2, 0, 2]),
-    )
+    occurrences = _occurrences(_batch(3, starts=[0, 1, 2], ends=[1, 2, 3], entries=[2, 0, 2]))
     hidden = torch.arange(3, dtype=torch.float32).reshape(1, 1, 3, 1)  # one layer, one dim
+    vectors = occurrence_vectors(hidden, occurrences, "mean", "mean")
     first = Accumulator(3, 1)
-    first.add(hidden, batch, "mean", "mean")
+    first.add(vectors, occurrences.entries)
     sums, counts = first.state()
     assert sums[:, 0].tolist() == [1, 0, 2] and counts.tolist() == [1, 0, 2]
     second = Accumulator(3, 1)
     second.restore(sums, counts)
-    second.add(hidden, batch, "mean", "mean")
+    second.add(vectors, occurrences.entries)
     assert second.state()[0][:, 0].tolist() == [2, 0, 4]
 
 

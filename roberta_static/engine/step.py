@@ -8,43 +8,58 @@ import numpy as np
 
 from ..config import DistillConfig
 from ..model.batches import Batch
-from ..model.encoder import Encoder
-from ..model.pooling import Accumulator
+from ..model.encoder import Encoded, Encoder
+from ..model.pooling import Accumulator, occurrence_vectors
 from .stats import RunStats
 
 
-def encode(encoder: Encoder, batch: Batch, stats: RunStats) -> Any:
-    """The batch's hidden states; a batch the encoder ran again in float32 is counted."""
-    before = encoder.float32_recomputes
-    hidden = encoder.hidden_states(batch)
-    stats.batches_recomputed_float32 += encoder.float32_recomputes - before
-    return hidden
+def encode(encoder: Encoder, batch: Batch, stats: RunStats) -> Encoded:
+    """The batch's hidden states, queued on the device (``stats`` are counted by accumulate)."""
+    return encoder.encode(batch)
+
+
+def checked_vectors(encoded: Encoded, config: DistillConfig, stats: RunStats) -> Any:
+    """``[occurrences, dim]``: the batch's occurrence vectors, pooled and combined.
+
+    The batch's one wait for the device is here, once its pooling is queued: whether its
+    half-precision states overflowed. Such a batch is run again in float32 (and counted), so
+    nothing of an overflow reaches the sums.
+    """
+    occurrences = encoded.occurrences
+    vectors = occurrence_vectors(encoded.states, occurrences, config.pool, config.combine)
+    if encoded.overflowed():
+        vectors = occurrence_vectors(encoded.rerun(), occurrences, config.pool, config.combine)
+        stats.batches_recomputed_float32 += 1
+    return vectors
 
 
 def accumulate(
-    hidden: Any, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
+    encoded: Encoded, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
 ) -> None:
     """Add one batch's hidden states at its occurrences, and count its tokens."""
-    accumulator.add(hidden, batch, config.pool, config.combine)
+    accumulator.add(checked_vectors(encoded, config, stats), encoded.occurrences.entries)
     stats.batches += 1
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
 
 
 def accumulate_rows(
-    hidden: Any,
+    vectors: Any,
+    encoded: Encoded,
     batch: Batch,
     rows: np.ndarray,
     accumulator: Accumulator,
-    config: DistillConfig,
     stats: RunStats,
 ) -> None:
-    """Add the occurrences of some ``rows`` of a batch, and count those rows' tokens.
+    """Add the occurrence ``vectors`` of some ``rows`` of a batch, and count those rows' tokens.
 
     The batch itself is not counted: a batch pooled from several shards' inputs is summed a
     shard's rows at a time, and counted once.
     """
-    accumulator.add(hidden, batch.of_rows(rows), config.pool, config.combine)
+    # The occurrences in ``rows`` are known on the host: choosing them asks the device nothing.
+    entries = encoded.occurrences.entries
+    chosen = entries.new_tensor(np.flatnonzero(np.isin(batch.rows, rows)))
+    accumulator.add(vectors[chosen], entries[chosen])
     stats.tokens += int(batch.attention_mask[rows].sum())
     stats.padded_tokens += len(rows) * batch.input_ids.shape[1]
 

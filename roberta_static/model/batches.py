@@ -6,7 +6,7 @@ Plain data and numpy only, so worker processes, checkpoints and Ray send them ch
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -72,17 +72,6 @@ class Batch:
     def real_tokens(self) -> int:
         """Tokens that are not padding."""
         return int(self.attention_mask.sum())
-
-    def of_rows(self, rows: np.ndarray) -> Batch:
-        """The batch with only the occurrences in ``rows`` (its tokens all kept)."""
-        keep = np.isin(self.rows, rows)
-        return replace(
-            self,
-            rows=self.rows[keep],
-            starts=self.starts[keep],
-            ends=self.ends[keep],
-            entries=self.entries[keep],
-        )
 
 
 @dataclass

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from ..config import ALL_LAYERS, Combine, DistillConfig, Layers
 from ..errors import ConfigError, ModelLoadError
 from .batches import Batch, EncoderInput, make_batches
+from .pooling import Occurrences, occurrence_arrays
+from .staging import Staging
 from .subwords import SubwordEncoder
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -20,6 +24,35 @@ _SANE_LENGTH = 1_000_000  # tokenizers without a known limit report about 1e30
 CPU_BATCH_TOKENS = 8192
 MAX_GPU_BATCH_TOKENS = 131_072  # past this, larger batches no longer speed up a GPU
 GPU_MEMORY_SHARE = 0.5  # of the free memory, for one batch's activations
+# Models whose transformers 5 code takes a ready SDPA mask as it would build it (see
+# takes_prepared_masks); each is checked against the 2D mask in tests/test_encoder.py.
+PREPARED_MASK_MODELS = frozenset({"bert", "roberta"})
+
+
+@dataclass
+class Encoded:
+    """A batch's chosen hidden states as queued on the device, and its occurrences there.
+
+    Attributes:
+        states: ``[layers, batch, tokens, hidden]`` float32.
+        occurrences: Where the batch's occurrences are, on the device.
+        overflow: On the device, whether half-precision states hold a NaN or Inf; None in float32.
+        rerun: Computes the states again with the model in float32 (and counts it).
+
+    """
+
+    states: torch.Tensor
+    occurrences: Occurrences
+    overflow: torch.Tensor | None
+    rerun: Callable[[], torch.Tensor]
+
+    def overflowed(self) -> bool:
+        """Whether the states overflowed: reading it waits for the device to finish them."""
+        return self.overflow is not None and bool(self.overflow)
+
+    def checked_states(self) -> torch.Tensor:
+        """The states, computed again in float32 if they overflowed."""
+        return self.rerun() if self.overflowed() else self.states
 
 
 class Encoder:
@@ -49,6 +82,8 @@ class Encoder:
         self.batch_tokens = resolve_batch_tokens(config.batch_tokens, self)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.subwords = SubwordEncoder(tokenizer.backend_tokenizer, self.max_length, pad_id)
+        self.staging = Staging(self.device)
+        self.prepared_masks = takes_prepared_masks(self.model)
         self.float32_recomputes = 0
 
     def before_each_block(self, hook: Callable[..., None]) -> list[Any]:
@@ -73,26 +108,54 @@ class Encoder:
         return list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
 
     @torch.inference_mode()
+    def encode(self, batch: Batch) -> Encoded:
+        """Queue a batch's forward pass on the device; nothing here waits for the device.
+
+        Its arrays go to the device in one copy (:class:`~.staging.Staging`); whether
+        half-precision states overflowed is left on the device, for :meth:`Encoded.overflowed`.
+        """
+        input_ids, mask, occurrences = self.move(batch)
+        states = self.forward(input_ids, mask)
+        # One reduction instead of an elementwise test: a sum is finite only if every term is.
+        overflow = None if self.dtype == torch.float32 else ~torch.isfinite(states.sum())
+        return Encoded(states, occurrences, overflow, partial(self._in_float32, input_ids, mask))
+
     def hidden_states(self, batch: Batch) -> torch.Tensor:
         """Chosen hidden layers of a batch as float32, shape ``[layers, batch, tokens, hidden]``.
 
         A half-precision batch that overflows to NaN or Inf is run again in float32 and counted
         in ``float32_recomputes``.
         """
-        input_ids = to_device(batch.input_ids, self.device)
-        mask = to_device(batch.attention_mask, self.device)
-        states = self._forward(input_ids, mask)
-        # One reduction instead of an elementwise test: a sum is finite only if every term is.
-        if self.dtype != torch.float32 and not torch.isfinite(states.sum()):
-            self.model.float()
-            try:
-                states = self._forward(input_ids, mask)
-            finally:
-                self.model.to(self.dtype)  # float32 back to half precision is exact
-            self.float32_recomputes += 1
+        return self.encode(batch).checked_states()
+
+    def move(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None, Occurrences]:
+        """The batch's input ids, the mask the model is given, and its occurrences, on the device.
+
+        A model that takes prepared masks gets none for a batch without padding (known here
+        from the host arrays), and a 4D boolean view of the padding mask otherwise.
+        """
+        padded = not batch.attention_mask.all()
+        send_mask = padded or not self.prepared_masks
+        arrays = [batch.input_ids, *([batch.attention_mask] if send_mask else [])]
+        moved = self.staging.move([*arrays, *occurrence_arrays(batch)])
+        input_ids, mask = moved[0], moved[1] if send_mask else None
+        if mask is not None and self.prepared_masks:
+            rows, width = mask.shape
+            mask = mask.bool()[:, None, None, :].expand(rows, 1, width, width)
+        return input_ids, mask, Occurrences(*moved[len(arrays) :])
+
+    @torch.inference_mode()
+    def _in_float32(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        self.model.float()
+        try:
+            states = self.forward(input_ids, mask)
+        finally:
+            self.model.to(self.dtype)  # float32 back to half precision is exact
+        self.float32_recomputes += 1
         return states
 
-    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The chosen hidden layers, float32, of inputs on the device (as :meth:`move` gives)."""
         output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
         # transformers 5 records hidden states with hooks on the blocks, so a model cut to no
         # blocks (only layer 0 chosen) reports none; its output is then the embedding output.
@@ -100,12 +163,20 @@ class Encoder:
         return torch.stack([states[layer] for layer in self.layers]).float()
 
 
-def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    """A host array on ``device``; through pinned memory on CUDA, so the copy is asynchronous."""
-    tensor = torch.from_numpy(array)
-    if device.type == "cuda":
-        tensor = tensor.pin_memory()
-    return tensor.to(device, non_blocking=True)
+def takes_prepared_masks(model: nn.Module) -> bool:
+    """Whether ``model`` is given its SDPA attention mask ready-made (or none without padding).
+
+    transformers 5's BERT and RoBERTa make it with ``create_bidirectional_mask``, which returns a
+    4D mask as given, and otherwise asks the device whether the whole 2D mask is ones (to pass
+    none): a wait for the device before every forward pass. Older transformers (their own mask
+    code), other attention implementations and other models are given the 2D mask.
+    """
+    config = model.config
+    return (
+        config.model_type in PREPARED_MASK_MODELS
+        and getattr(config, "_attn_implementation", None) == "sdpa"
+        and hasattr(sys.modules.get(type(model).__module__), "create_bidirectional_mask")
+    )
 
 
 def resolve_layers(layers: Layers, num_layers: int) -> tuple[int, ...]:

@@ -2,48 +2,79 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from ..config import Combine, Pooling
 from .batches import Batch
-from .encoder import to_device
 
 
-def pool_occurrences(
-    hidden: torch.Tensor,
-    rows: torch.Tensor,
-    starts: torch.Tensor,
-    ends: torch.Tensor,
-    pool: Pooling,
-) -> torch.Tensor:
+@dataclass
+class Occurrences:
+    """A batch's occurrences on the device, and where each of their subwords is.
+
+    The subwords' indices are computed on the host (:func:`occurrence_arrays`), so pooling asks
+    the device nothing (``repeat_interleave`` over lengths on the device would wait for it).
+
+    Attributes:
+        rows, starts, ends, entries: One value per occurrence: its batch row, token range, entry.
+        owner: One value per subword of an occurrence: the occurrence's number.
+        token_rows, token_positions: Where that subword is in the batch.
+
+    """
+
+    rows: torch.Tensor
+    starts: torch.Tensor
+    ends: torch.Tensor
+    entries: torch.Tensor
+    owner: torch.Tensor
+    token_rows: torch.Tensor
+    token_positions: torch.Tensor
+
+
+def occurrence_arrays(batch: Batch) -> list[np.ndarray]:
+    """The host arrays that make a batch's :class:`Occurrences`, in its fields' order."""
+    lengths = batch.ends - batch.starts
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    first_of_owner = np.cumsum(lengths) - lengths
+    positions = batch.starts[owner] + np.arange(len(owner)) - first_of_owner[owner]
+    rows = batch.rows
+    return [rows, batch.starts, batch.ends, batch.entries, owner, rows[owner], positions]
+
+
+def pool_occurrences(hidden: torch.Tensor, occurrences: Occurrences, pool: Pooling) -> torch.Tensor:
     """Pool the subword vectors of each occurrence.
 
     Args:
         hidden: ``[layers, batch, tokens, hidden]`` states.
-        rows: Batch row of each occurrence.
-        starts: First token of each occurrence.
-        ends: End (exclusive) token of each occurrence.
+        occurrences: Where each occurrence and each of its subwords is.
         pool: ``mean``, ``first``, ``last`` or ``max``.
 
     Returns:
         ``[layers, occurrences, hidden]``.
 
     """
+    o = occurrences
     if pool == "first":
-        return hidden[:, rows, starts]
+        return hidden[:, o.rows, o.starts]
     if pool == "last":
-        return hidden[:, rows, ends - 1]
-    lengths = ends - starts
-    owner = torch.repeat_interleave(torch.arange(len(rows), device=rows.device), lengths)
-    first_of_owner = torch.cumsum(lengths, 0) - lengths
-    positions = starts[owner] + torch.arange(len(owner), device=rows.device) - first_of_owner[owner]
-    tokens = hidden[:, rows[owner], positions]
-    pooled = hidden.new_zeros(hidden.shape[0], len(rows), hidden.shape[-1])
+        return hidden[:, o.rows, o.ends - 1]
+    tokens = hidden[:, o.token_rows, o.token_positions]
+    pooled = hidden.new_zeros(hidden.shape[0], len(o.rows), hidden.shape[-1])
     if pool == "max":
-        index = owner[None, :, None].expand_as(tokens)
+        index = o.owner[None, :, None].expand_as(tokens)
         return pooled.scatter_reduce_(1, index, tokens, "amax", include_self=False)
-    return pooled.index_add_(1, owner, tokens) / lengths[None, :, None].to(hidden.dtype)
+    lengths = o.ends - o.starts
+    return pooled.index_add_(1, o.owner, tokens) / lengths[None, :, None].to(hidden.dtype)
+
+
+def occurrence_vectors(
+    hidden: torch.Tensor, occurrences: Occurrences, pool: Pooling, combine: Combine
+) -> torch.Tensor:
+    """``[occurrences, dim]``: each occurrence's subwords pooled per layer, the layers combined."""
+    return combine_layers(pool_occurrences(hidden, occurrences, pool), combine)
 
 
 def combine_layers(pooled: torch.Tensor, combine: Combine) -> torch.Tensor:
@@ -87,13 +118,8 @@ class Accumulator:
         """The sums (float64) and counts, as numpy: a value that adds up across accumulators."""
         return self.sums.cpu().double().numpy(), self.counts.cpu().numpy()
 
-    def add(self, hidden: torch.Tensor, batch: Batch, pool: Pooling, combine: Combine) -> None:
-        """Add the occurrences of one batch, given its ``[layers, B, T, H]`` hidden states."""
-        rows, starts, ends, entries = (
-            to_device(a, hidden.device)
-            for a in (batch.rows, batch.starts, batch.ends, batch.entries)
-        )
-        vectors = combine_layers(pool_occurrences(hidden, rows, starts, ends, pool), combine)
+    def add(self, vectors: torch.Tensor, entries: torch.Tensor) -> None:
+        """Add ``[n, dim]`` occurrence vectors to the sums of their ``entries``, and count them."""
         self.sums.index_add_(0, entries, vectors.to(self.sums.dtype))
         self.counts.index_add_(0, entries, torch.ones_like(entries))
 

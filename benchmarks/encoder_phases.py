@@ -1,0 +1,147 @@
+"""Where the encoder thread's time goes in one ``distill``: copies, forward, pooling and sums.
+
+Runs ``distill`` once in this process on the benchmark text and its vocabulary (the offline
+all-MiniLM-L6-v2, ``--model`` or ``--random-roberta-base``) and times each phase of every batch on
+the encoder's thread: on the host (``perf_counter`` around the call) and, on CUDA, on the device
+(timing events recorded on the stream around the call, read once at the end, so timing adds no
+wait for the device). On a CPU the two are the same, and only the host time is printed.
+
+Phases: moving a batch's arrays to the device (``Encoder.move``), the forward pass
+(``Encoder.forward``, a float32 re-run included), pooling (``occurrence_vectors``), the overflow
+check (``Encoded.overflowed``: in half precision, the batch's one wait for the device, so its host
+time is mostly the device finishing the batch), and the sums (``Accumulator.add``). Waiting for
+input is meta.json's ``encoder_wait_seconds``; the rest of the pass is bookkeeping and the
+CPU side.
+
+Usage: python benchmarks/encoder_phases.py [--model PATH | --random-roberta-base] [--dtype D]
+       [--lines N] [--repeat R] [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from throughput import build_random_roberta_base, default_model, vocabulary_words, write_corpus
+
+from roberta_static import DistillConfig
+from roberta_static.api import distill_from_model
+from roberta_static.engine import step
+from roberta_static.model.encoder import Encoded, Encoder
+from roberta_static.model.loading import load_pretrained
+from roberta_static.model.pooling import Accumulator
+from roberta_static.text.corpus import Corpus
+from roberta_static.text.vocab import Vocabulary
+
+PHASES = [
+    (Encoder, "move", "copies to the device"),
+    (Encoder, "forward", "forward"),
+    (step, "occurrence_vectors", "pooling"),
+    (Encoded, "overflowed", "overflow check (waits)"),
+    (Accumulator, "add", "sums"),
+]
+
+
+class Phases:
+    """Host and (on CUDA) device time of the calls wrapped by :meth:`wrap`, per phase."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.host: dict[str, float] = defaultdict(float)
+        self.calls: Counter[str] = Counter()
+        self.events: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
+        self.originals: list[tuple[Any, str, Callable]] = []
+
+    def wrap(self, owner: Any, name: str, phase: str) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            begin = self._event()
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.host[phase] += time.perf_counter() - start
+                self.calls[phase] += 1
+                if begin is not None:
+                    self.events[phase].append((begin, self._event()))
+
+        setattr(owner, name, timed)
+        self.originals.append((owner, name, original))
+
+    def _event(self) -> Any:
+        if not self.cuda:
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def device_seconds(self, phase: str) -> float:
+        torch.cuda.synchronize()
+        return sum(begin.elapsed_time(end) for begin, end in self.events[phase]) / 1000
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self.originals):
+            setattr(owner, name, original)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--random-roberta-base", action="store_true")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--lines", type=int, default=0, help="first lines of the text (0: all)")
+    parser.add_argument("--repeat", type=int, default=1, help="the text this many times")
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus_file = Path(tmp) / "corpus.txt"
+        lines = write_corpus(corpus_file, args.repeat, args.lines)
+        model_path = args.model or (
+            build_random_roberta_base(Path(tmp) / "roberta-base-random", lines)
+            if args.random_roberta_base
+            else default_model()
+        )
+        config = DistillConfig(model=model_path, dtype=args.dtype, workers=args.workers)
+        model, tokenizer = load_pretrained(config)
+        vocab = Vocabulary.from_entries(vocabulary_words(None))
+        phases = Phases(cuda=torch.cuda.is_available())
+        for owner, name, phase in PHASES:
+            phases.wrap(owner, name, phase)
+        try:
+            start = time.perf_counter()
+            vectors = distill_from_model(model, tokenizer, Corpus([corpus_file]), vocab, config)
+            seconds = time.perf_counter() - start
+        finally:
+            phases.restore()
+    report(vectors.meta, seconds, phases)
+
+
+def report(meta: dict[str, Any], seconds: float, phases: Phases) -> None:
+    stats, model = meta["stats"], meta["model"]
+    print(f"model {model['name']}; device {model['device']}, dtype {model['dtype']}")
+    print(
+        f"pass {seconds:.1f} s: {stats['batches']:,} batches, {stats['tokens']:,} model tokens, "
+        f"{stats['tokens'] / seconds:,.0f} tokens/s; float32 re-runs "
+        f"{stats['batches_recomputed_float32']}"
+    )
+    device = "  device s" if phases.cuda else ""
+    print(f"{'phase':<26}{'calls':>8}{'host s':>9}{'of pass':>9}{device}")
+    for _, _, phase in PHASES:
+        line = f"{phase:<26}{phases.calls[phase]:>8,}{phases.host[phase]:>9.2f}"
+        line += f"{phases.host[phase] / seconds:>9.1%}"
+        if phases.cuda:
+            line += f"{phases.device_seconds(phase):>10.2f}"
+        print(line)
+    waited = stats["encoder_wait_seconds"]
+    print(f"{'waiting for input':<26}{'':>8}{waited:>9.2f}{waited / seconds:>9.1%}")
+
+
+if __name__ == "__main__":
+    main()
