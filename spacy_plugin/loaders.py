@@ -11,6 +11,7 @@ from spacy.language import Language
 
 from .component import RobertaStaticVectors
 from .settings import CasePolicy, Mode
+from .tables import check_source
 
 
 def vectors_loader(
@@ -19,10 +20,12 @@ def vectors_loader(
     """Return a callback that loads the vectors at ``path`` into ``nlp.vocab``.
 
     The pipeline's ``roberta_static`` component does the loading when there is one, so it also
-    saves the lookup attribute with the pipeline.
+    saves the lookup attribute with the pipeline. A missing ``path`` is named as the config
+    spells it (``path``), not as the component's ``vectors``.
     """
 
     def load_vectors(nlp: Language) -> Language:
+        check_source(path, option="path")
         component = next(
             (pipe for name, pipe in nlp.components if isinstance(pipe, RobertaStaticVectors)),
             None,

@@ -12,6 +12,7 @@ import pytest
 import spacy
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from spacy.attrs import IDS
+from spacy.training import Example
 from test_atomic import snapshot
 from thinc.api import Config, ConfigValidationError
 from typer.testing import CliRunner
@@ -393,3 +394,65 @@ def test_a_pickle_refused_names_the_option_as_the_caller_spells_it(handmade, tmp
     result = CliRunner().invoke(app, ["spacy-init", kv, str(tmp_path / "pipeline")])
     from_cli = "error: --allow-pickle: " + expected.removeprefix("allow_pickle: ")
     assert result.exit_code == 1 and result.output.startswith(from_cli)
+
+
+TEXTCAT_CONFIG = Path(__file__).resolve().parents[1] / "examples" / "textcat_static_vectors.cfg"
+
+
+def textcat_docbin(path: Path) -> Path:
+    """Each corpus line as a doc, labelled POS when it mentions the cat, else NEG."""
+    from spacy.tokens import DocBin
+
+    nlp = spacy.blank("en")
+    docs = DocBin()
+    for line in CORPUS_LINES * 2:
+        doc = nlp.make_doc(line)
+        positive = "cat" in line.lower()
+        doc.cats = {"POS": float(positive), "NEG": float(not positive)}
+        docs.add(doc)
+    docs.to_disk(path)
+    return path
+
+
+def test_shipped_textcat_config_loads_vectors_before_init(distilled):
+    config = spacy.util.load_config(
+        TEXTCAT_CONFIG, overrides={"paths.static_vectors": str(distilled)}, interpolate=False
+    )
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    assert any(node.name == "static_vectors" for node in nlp.get_pipe("tok2vec").model.walk())
+    examples = [
+        Example.from_dict(nlp.make_doc(text), {"cats": {"POS": 1.0, "NEG": 0.0}})
+        for text in CORPUS_LINES
+    ]
+    nlp.initialize(lambda: examples)
+    vectors = StaticVectors.load(distilled)
+    table = nlp.vocab.vectors
+    assert table.shape == vectors.vectors.shape and table.shape[1] == 32
+    assert {nlp.vocab.strings[key] for key in table.key2row} == set(vectors.words)
+    np.testing.assert_array_equal(
+        table[nlp.vocab.strings["cat"]], vectors.vectors[vectors.words.index("cat")]
+    )
+
+
+def test_missing_vectors_folder_of_the_callback_is_named_in_one_line(tmp_path):
+    from roberta_static.spacy_plugin import create_vectors_loader
+
+    gone = tmp_path / "gone"
+    with pytest.raises(RobertaStaticError) as caught:
+        create_vectors_loader(str(gone))(spacy.blank("en"))
+    assert str(caught.value) == f"roberta_static: path: no such folder or file: {gone}"
+
+
+def test_spacy_train_of_the_shipped_textcat_config_with_our_vectors(distilled, tmp_path):
+    data = textcat_docbin(tmp_path / "data.spacy")
+    out = tmp_path / "trained"
+    command = [sys.executable, "-m", "spacy", "train", str(TEXTCAT_CONFIG), "--output", str(out)]
+    command += ["--paths.train", str(data), "--paths.dev", str(data)]
+    command += ["--paths.static_vectors", str(distilled)]
+    command += ["--training.max_steps", "4", "--training.eval_frequency", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    nlp = spacy.load(out / "model-best")
+    assert nlp.vocab.vectors.shape == StaticVectors.load(distilled).vectors.shape
+    assert any(node.name == "static_vectors" for node in nlp.get_pipe("tok2vec").model.walk())
+    assert set(nlp("The cat sat.").cats) == {"POS", "NEG"}
