@@ -81,10 +81,16 @@ class ProcessFeeder:
     def __init__(self, setup: ProducerSetup, count: int, producer: Callable[[], Producer]) -> None:
         context = multiprocessing.get_context("spawn")  # fork would copy torch's threads
         self.tasks = context.Queue()
+        # The setup (the tokenizer's 0.5 MB) goes by queue, not as an argument: ``start`` writes
+        # its arguments to a pipe the new process reads only once it has imported torch and
+        # spaCy, so each start would wait seconds for it, one process after another.
+        self.setups = context.Queue()
+        for _ in range(count):
+            self.setups.put(setup)
         self.results = context.Queue(maxsize=4 * count)
         self.processes = [
             context.Process(
-                target=_worker_main, args=(setup, self.tasks, self.results), daemon=True
+                target=_worker_main, args=(self.setups, self.tasks, self.results), daemon=True
             )
             for _ in range(count)
         ]
@@ -110,6 +116,7 @@ class ProcessFeeder:
 
     def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
         self.closed.set()
+        self.setups.cancel_join_thread()  # a worker ended before it read its setup: no matter
         if kind is None:  # every shard is done: the workers wait for their next task
             self.bridge.join()  # at once: it waits for a task (or has ended)
             for _ in self.processes:
@@ -216,7 +223,7 @@ def _interrupts_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def _worker_main(setup: ProducerSetup, tasks: Any, results: Any) -> None:
+def _worker_main(setups: Any, tasks: Any, results: Any) -> None:
     """A worker process: build the producer once, then run shard tasks until told to end."""
     # Ctrl-C reaches the whole process group; the main process decides how the run stops. It
     # started this process with SIGINT blocked, so one sent meanwhile is dropped here.
@@ -224,6 +231,7 @@ def _worker_main(setup: ProducerSetup, tasks: Any, results: Any) -> None:
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _end_with_parent()
+    setup: ProducerSetup = setups.get()
     producer = setup.producer()
     results.put(("ready", -1, None))
     while (task := tasks.get()) is not None:
