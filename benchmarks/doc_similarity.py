@@ -94,10 +94,11 @@ def lsi_test_lee(background: list[str], docs: list[str], human: np.ndarray) -> t
     return float(np.corrcoef(res[PAIRS], human)[0, 1]), seconds
 
 
-def spacy_embed(folder: Path) -> Embed:
-    """``doc.vector`` (what ``doc.similarity`` compares) with vectors from ``folder``."""
+def spacy_embed(folder: Path, **settings: str) -> Embed:
+    """``doc.vector`` (what ``doc.similarity`` compares) with vectors from ``folder``; ``settings``
+    are the component's other settings."""
     nlp = spacy.blank("en")
-    nlp.add_pipe("roberta_static", config={"vectors": str(folder)})
+    nlp.add_pipe("roberta_static", config={"vectors": str(folder), **settings})
     return lambda docs: [doc.vector for doc in nlp.pipe(docs)]
 
 
