@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from roberta_static.config import _CHOICES, MINIMUMS, DistillConfig
+import typer
+
+from roberta_static.config import _CHOICES, MINIMUMS, DistillConfig, parse_workers
+from roberta_static.errors import ConfigError
 from roberta_static.vectors import postprocess
 
 from ._util import Arg, Flag, Opt, choices
@@ -28,6 +31,17 @@ def least(option: str) -> int:
     return {**MINIMUMS, **postprocess.MINIMUMS}[option]
 
 
+def _workers(value: str) -> str:
+    """``auto`` or a count of at least 1: a usage error (exit 2) otherwise, like other counts."""
+    try:
+        count = parse_workers(value)
+    except ConfigError as error:
+        raise typer.BadParameter(error.problem) from None
+    if count is not None and count < least("workers"):
+        raise typer.BadParameter(f"{count} is not >= {least('workers')}")
+    return value
+
+
 # fmt: off
 CORPUS = Arg(..., help="Corpus files or folders: text, .gz/.bz2/.xz, .jsonl", show_default=False)
 VOCAB = Opt(None, "--vocab", "-v", help="Vocabulary file, one word or phrase per line; omit to build one from the corpus")
@@ -39,7 +53,7 @@ MAX_CONTEXTS = Opt(default("max_contexts"), min=least("max_contexts"), help="Occ
 BATCH_TOKENS = Opt(default("batch_tokens"), min=least("batch_tokens"), help="Token budget of one encoder batch, padding included", show_default="8192 on CPU, sized from free memory on GPU")
 MAX_LENGTH = Opt(None, min=least("max_length"), help="Longest encoder input in tokens", show_default="the model's limit")
 DEVICE = Opt(default("device"), help="auto = CUDA, then MPS, then CPU; cuda:1 names a GPU; several, comma separated (cuda:0,cuda:1), run one encoder on each")
-WORKERS = Opt("auto", help="Processes that read, segment, match and tokenize the corpus: a number, or auto (the cores a CUDA encoder leaves spare, else 1 = all in this process); with --engine ray, shard tasks at once (auto: the cluster's CPUs)")
+WORKERS = Opt("auto", callback=_workers, help="Processes that read, segment, match and tokenize the corpus: a number, or auto (the cores a CUDA encoder leaves spare, else 1 = all in this process); with --engine ray, shard tasks at once (auto: the cluster's CPUs)")
 ENGINE = Opt(default("engine"), help="local: this machine (--workers, --device); ray: a Ray cluster (needs the ray extra, see README), shard tasks on its CPUs feeding encoder actors")
 RAY_ADDRESS = Opt(None, "--ray-address", help="With --engine ray: the cluster to join, auto or HOST:PORT", show_default="a new local cluster")
 ENCODERS = Opt(None, min=least("encoders"), help="With --engine ray: encoder actors", show_default="one per GPU, or 1 without GPUs")

@@ -15,6 +15,7 @@ when it loads vectors and saved with it.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from spacy.tokens import Doc
 from thinc.api import Config
 
 from roberta_static.errors import ConfigError
-from roberta_static.vectors.docvectors import DocWeighting
+from roberta_static.vectors.docvectors import DocWeighting, too_few
 
 from .hooks import WeightedDocVectors
 from .settings import (
@@ -141,12 +142,8 @@ class RobertaStaticVectors:
     def _install(self, source: VectorSource) -> None:
         strings = self.vocab.strings
         current = self.vocab.vectors
-        # Found first: vectors it refuses (too few for remove_top_pcs) leave the pipeline as it was.
-        weighted = self.weighted
-        if self.doc_vector == "weighted":
-            weighted = WeightedDocVectors.fit(
-                strings, source, self.remove_top_pcs, self.sif_coefficient
-            )
+        # Found first: vectors it refuses leave the pipeline as it was.
+        weighted = self._weighting(source) if self.doc_vector == "weighted" else self.weighted
         if self.mode == "add":
             table = merged_table(current, strings, source)
         else:
@@ -154,6 +151,22 @@ class RobertaStaticVectors:
         self.vocab.vectors = table
         self.attr = source.attr
         self.weighted = weighted
+
+    def _weighting(self, source: VectorSource) -> WeightedDocVectors | None:
+        """``source``'s weighted document vectors; None (spaCy's average) for a handful of vectors.
+
+        A handful (a test table, a textcat's tiny vocabulary) still loads, with a warning.
+        """
+        if too_few(len(source.words), source.matrix.shape[1], self.remove_top_pcs):
+            warnings.warn(
+                f"roberta_static: {len(source.words)} vectors are too few for doc_vector "
+                f"'weighted' (it removes {self.remove_top_pcs} principal components); documents "
+                "take spaCy's average",
+                stacklevel=2,
+            )
+            return None
+        strings = self.vocab.strings
+        return WeightedDocVectors.fit(strings, source, self.remove_top_pcs, self.sif_coefficient)
 
     def _refuse_breaking_trained_components(self) -> None:
         if self.replace_trained_vectors or self.vocab.vectors.shape[0] == 0:

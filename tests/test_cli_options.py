@@ -99,6 +99,14 @@ def test_every_numeric_option_rejects_values_below_its_minimum(command, flag, tm
     assert flag in line and not out.exists()
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "x", "2.5"])
+def test_workers_is_a_count_or_auto_and_anything_else_a_usage_error(value, tmp_path):
+    out = tmp_path / "out"
+    result = run("distill", *REQUIRED["distill"](out), "--workers", value)
+    assert result.exit_code == 2
+    assert "--workers" in one_error_line(result) and not out.exists()
+
+
 def test_similar_rejects_a_non_positive_count(tmp_path):
     StaticVectors(["a", "b"], np.eye(2, dtype=np.float32), np.array([1, 1])).save(tmp_path / "v")
     for value in ("-3", "0"):

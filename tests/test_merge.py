@@ -161,6 +161,13 @@ def test_missing_or_foreign_folders_are_refused_naming_them(tmp_path):
         merge_folders([tmp_path / "a", tmp_path / "gone"])
     with pytest.raises(VectorsError, match="notes: not a roberta-static vectors folder"):
         merge_folders([tmp_path / "a", tmp_path / "notes"])
+    distilled(["cat", "dog"], [[1, 0], [0, 1]], [1, 1]).save(tmp_path / "short")
+    (tmp_path / "short" / "vocab.tsv").write_text("cat\t1\n")
+    with pytest.raises(VectorsError, match=f"^{tmp_path / 'short'}: 1 words need a "):
+        merge_folders([tmp_path / "a", tmp_path / "short"])
+    (tmp_path / "short" / "meta.json").write_text("{")
+    with pytest.raises(VectorsError, match=f"^{tmp_path / 'short' / 'meta.json'}: cannot read"):
+        merge_folders([tmp_path / "a", tmp_path / "short"])
 
 
 def test_meta_records_every_input_and_the_merged_folder_reads_as_any_other(halves, tmp_path):

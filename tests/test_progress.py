@@ -134,3 +134,33 @@ def test_time_left_is_at_this_runs_mean_rate(monkeypatch):
     line = _rendered(bar)
     assert "0:00:40" in line  # 400 bytes left at 10 bytes/s
     assert "5 tok/s" in line
+
+
+def test_the_bar_moves_with_each_batch_while_a_long_chunk_is_summed(roberta_dir, even_corpus):
+    from roberta_static.api import distill_from_model
+    from roberta_static.model.loading import load_pretrained
+    from roberta_static.text.corpus import Corpus
+    from roberta_static.text.vocab import Vocabulary
+
+    # One chunk of many small batches: each batch waits until the one before has been reported.
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=10_000, batch_tokens=64
+    )
+    model, tokenizer = load_pretrained(config)
+    reported, forwards, tokens = threading.Event(), [], []
+
+    def progress(report):
+        if isinstance(report, Progress) and report.tokens > (tokens[-1] if tokens else 0):
+            tokens.append(report.tokens)
+            reported.set()
+
+    def after_a_report(module, args):
+        if 1 <= len(forwards) <= 4:
+            assert reported.wait(60), "no progress report while the chunk was being summed"
+            reported.clear()
+        forwards.append(1)
+
+    model.register_forward_pre_hook(after_a_report)
+    vocab = Vocabulary.from_entries(["cat"])
+    distill_from_model(model, tokenizer, Corpus([even_corpus]), vocab, config, progress=progress)
+    assert len(forwards) > 5 and len(tokens) > 5

@@ -16,6 +16,7 @@ from roberta_static.cli import app
 from roberta_static.errors import ConfigError
 from roberta_static.formats.exports import export
 from roberta_static.spacy_plugin import RobertaStaticVectors
+from roberta_static.vectors.docvectors import DocWeighting
 from roberta_static.vectors.postprocess import PostProcessing, postprocess
 
 # Two of 8 dimensions removed; a coefficient that weighs the counts below visibly.
@@ -164,10 +165,15 @@ def test_a_bad_doc_vector_is_refused_in_one_line(folder):
         spacy.blank("en").add_pipe("roberta_static", config={"doc_vector": "median"})
     with pytest.raises(ConfigError, match=r"^sif_coefficient: must be between 0 and 1, got 2"):
         spacy.blank("en").add_pipe("roberta_static", config={"sif_coefficient": 2.0})
+
+
+def test_vectors_too_few_for_the_weighting_load_with_spacys_average_and_a_warning(folder):
     nlp = spacy.blank("en")
-    with pytest.raises(
-        ConfigError,
-        match=r"^remove_top_pcs: doc_vector 'weighted' removes 9 .* for 24 vectors of width 8",
-    ):
+    with pytest.warns(UserWarning, match=r"24 vectors are too few for doc_vector 'weighted'"):
         nlp.add_pipe("roberta_static", config={"vectors": str(folder), "remove_top_pcs": 9})
-    assert nlp.vocab.vectors.shape[0] == 0  # refused before the vectors went in
+    assert nlp.vocab.vectors.shape[0] == 24
+    doc = nlp(" ".join(WORDS[:2]))
+    assert "vector" not in doc.user_hooks
+    np.testing.assert_allclose(doc.vector, (doc[0].vector + doc[1].vector) / 2, rtol=1e-5)
+    with pytest.raises(ConfigError, match=r"^remove_top_pcs: doc_vector 'weighted' removes 9 "):
+        DocWeighting.fit(StaticVectors.load(folder), 9, 1e-3)

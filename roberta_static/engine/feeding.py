@@ -122,6 +122,7 @@ class FedPass:
         self.report, self.saver, self.pooled = report, saver, pooled
         self.accumulators = [Accumulator(len(job.vocab), job.dim, e.device) for e in encoders]
         self.encoder_stats = [RunStats() for _ in encoders]
+        self.reported = 0  # batches summed at the last progress report from a poll
 
     def count(self, shards: list[Shard]) -> np.ndarray:
         """``[shards, entries]`` occurrences of each entry in each shard (for the quotas)."""
@@ -158,7 +159,7 @@ class FedPass:
         encoder = self.encoders[0]
         pool = self.job.config.chunk_sentences if self.pooled else 0
         batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, pool)
-        watch = _Watch(stop, lambda: self._poll(ledger, encoding, batcher, stop))
+        watch = _Watch(stop, lambda: self._poll(ledger, encoding, batcher, start, stop))
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
             if not self._feed(state, _Run(ledger, encoding, batcher, start, watch)):
@@ -178,13 +179,25 @@ class FedPass:
             self.saver.checkpointing.nothing_to_lose = False
 
     def _poll(
-        self, ledger: Ledger, encoding: EncoderThreads, batcher: Batcher[SentChunk], stop: Any
+        self,
+        ledger: Ledger,
+        encoding: EncoderThreads,
+        batcher: Batcher[SentChunk],
+        start: PassStart,
+        stop: Any,
     ) -> None:
-        """What every wait does a few times a second: save when due, feed encoders idle long."""
+        """What every wait does a few times a second: save, batch, report.
+
+        Saves when due, hands the encoders the inputs waiting once they idle long, and reports
+        the batches summed since the last report (a chunk can take many seconds on a CPU).
+        """
         if ledger.summed and self.saver.due():
             self.saver.save(self._snapshot(ledger))
         if encoding.idle() and batcher.waited() >= _MAX_WAIT_SECONDS:
             encoding.put(batcher.flush(), stop)
+        if ledger.summed != self.reported:
+            self.reported = ledger.summed
+            self.report(start.progress(ledger.total(), self._tokens()))
 
     def _feed(self, state: PassState, run: _Run) -> bool:
         """Send the shards to the feeder and their batches to the encoders until all are summed.

@@ -10,12 +10,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from ..errors import VectorsError
 from ..vectors.data import VectorData
+
+T = TypeVar("T")
 
 FORMAT = "roberta-static vectors"
 FORMAT_VERSION = 1
@@ -65,16 +69,25 @@ def read(
     """
     if not (path / VECTORS_FILE).is_file():
         raise VectorsError(f"{path}: not a roberta-static vectors folder (no {VECTORS_FILE})")
-    try:
-        vectors = np.load(path / VECTORS_FILE, mmap_mode="r" if mmap else None, allow_pickle=False)
-        lines = (path / VOCAB_FILE).read_text(encoding="utf-8").splitlines()
-        meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise VectorsError(f"{path}: cannot read vectors ({error})") from None
+    mode = "r" if mmap else None
+    vectors = _read_file(path / VECTORS_FILE, lambda p: np.load(p, mode, allow_pickle=False))
+    lines = _read_file(path / VOCAB_FILE, lambda p: p.read_text(encoding="utf-8").splitlines())
+    meta = _read_file(path / META_FILE, lambda p: json.loads(p.read_text(encoding="utf-8")))
     rows = [line.rsplit("\t", 1) for line in lines]
     if any(len(row) != 2 or not row[1].isdigit() for row in rows):
         raise VectorsError(f"{path / VOCAB_FILE}: expected word<TAB>count on every line")
-    return VectorData([w for w, _ in rows], vectors, np.array([int(c) for _, c in rows]), meta)
+    try:
+        return VectorData([w for w, _ in rows], vectors, np.array([int(c) for _, c in rows]), meta)
+    except VectorsError as error:  # vocab.tsv and vectors.npy of different lengths
+        raise VectorsError(f"{path}: {error}") from None
+
+
+def _read_file(path: Path, read: Callable[[Path], T]) -> T:
+    """``read(path)``; a file that cannot be read is a one-line error naming it."""
+    try:
+        return read(path)
+    except (OSError, ValueError) as error:
+        raise VectorsError(f"{path}: cannot read it ({error})") from None
 
 
 def written_here(folder: Path) -> bool:

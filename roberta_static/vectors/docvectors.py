@@ -80,7 +80,7 @@ class DocWeighting:
         centered = np.array(vectors.vectors, dtype=np.float64)  # a copy, centred in place
         mean = centered.mean(axis=0) if remove_top_pcs else np.zeros(vectors.dim)
         centered -= mean
-        if remove_top_pcs >= min(centered.shape):
+        if too_few(len(centered), vectors.dim, remove_top_pcs):
             raise ConfigError(
                 f"doc_vector 'weighted' removes {remove_top_pcs} principal components, too many "
                 f"for {len(centered)} vectors of width {vectors.dim}: lower remove_top_pcs, or "
@@ -112,3 +112,12 @@ class DocWeighting:
             return np.zeros(len(self.mean), dtype=np.float32)
         processed = remove_axes(np.asarray(rows, dtype=np.float64) - self.mean, self.axes)
         return (processed * np.asarray(weights)[:, None]).mean(axis=0).astype(np.float32)
+
+
+def too_few(count: int, dim: int, remove_top_pcs: int) -> bool:
+    """Whether ``count`` vectors of width ``dim`` are too few to remove ``remove_top_pcs`` axes.
+
+    All-but-the-top needs fewer components than there are vectors and dimensions: otherwise
+    every centred vector would be emptied.
+    """
+    return remove_top_pcs > 0 and remove_top_pcs >= min(count, dim)
