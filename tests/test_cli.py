@@ -537,6 +537,15 @@ def test_pipes_and_broken_links_in_a_corpus_folder_are_warned_and_recorded(
     }
 
 
+def reading_into(command: str, source, out, tmp_path) -> list:
+    """Arguments of a command that reads ``source`` and writes the folder ``out``."""
+    return {
+        "postprocess": [source, out, "--center"],
+        "spacy-init": [source, out],
+        "merge": [tmp_path / "april", source, "--out", out],
+    }[command]
+
+
 @pytest.mark.parametrize("command", ["postprocess", "spacy-init", "merge"])
 @pytest.mark.parametrize("named", ["by its name", "through a link"])
 def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_path):
@@ -548,11 +557,7 @@ def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_pat
         out, read = tmp_path / "link", f" ({vectors})"
         out.symlink_to(vectors)
     before = snapshot(tmp_path)
-    args = {
-        "postprocess": [vectors, out, "--center"],
-        "spacy-init": [vectors, out],
-        "merge": [tmp_path / "april", vectors, "--out", out],
-    }[command]
+    args = reading_into(command, vectors, out, tmp_path)
     result = run(command, *args, "--overwrite")
     assert result.exit_code == 1
     assert result.output == (
@@ -572,11 +577,7 @@ def test_a_command_never_writes_over_the_folder_holding_the_file_it_reads(
     export(vectors, [export_format])
     source = vectors / {"word2vec": "vectors.txt", "model2vec": "model2vec"}[export_format]
     before = snapshot(tmp_path)
-    args = {
-        "postprocess": [source, vectors, "--center"],
-        "spacy-init": [source, vectors],
-        "merge": [tmp_path / "april", source, "--out", vectors],
-    }[command]
+    args = reading_into(command, source, vectors, tmp_path)
     result = run(command, *args, "--overwrite")
     assert result.exit_code == 1
     assert result.output == (

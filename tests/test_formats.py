@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from roberta_static.cli import app
-from roberta_static.errors import VectorsError
+from roberta_static.errors import ConfigError, VectorsError
 from roberta_static.formats.exports import EXPORTS, FORMATS, export
 from roberta_static.formats.native import FORMAT, FORMAT_VERSION
 from roberta_static.vectors.data import rank_counts
@@ -66,6 +66,21 @@ def test_every_format_reads_back_its_entries_vectors_counts_and_meta(folder, fmt
     np.testing.assert_array_equal(read.counts, counts)
     assert read.meta == ({} if family == "gensim" else source.meta)  # a model card carries it
     np.testing.assert_allclose(read["New York"], source["new york"], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["similar", "{kv}", "cat"], ["info", "{kv}"], ["postprocess", "{kv}", "{out}", "--center"]],
+)
+def test_a_kv_pickle_is_opened_only_with_allow_pickle(folder, command, tmp_path):
+    # A .kv file is a pickle, which can run code when loaded: every command asks first.
+    args = [a.format(kv=at(folder, "kv"), out=tmp_path / "out") for a in command]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and not (tmp_path / "out").exists()
+    assert result.output.startswith("error: --allow-pickle: needed for ")
+    assert len(result.output.strip().splitlines()) == 1
+    with pytest.raises(ConfigError, match="^allow_pickle: needed for .*vectors.kv, a pickle"):
+        StaticVectors.load(at(folder, "kv"))
 
 
 @pytest.mark.parametrize("fmt", EXPORTS)

@@ -83,6 +83,16 @@ def assert_same_vectors(serial, parallel):
     assert cosine.min() >= 0.99999
 
 
+def assert_batched_as_one_process(serial, parallel, corpus_folder) -> None:
+    """The same vectors, and batches as few and as full as one process's, from many shards."""
+    assert_same_vectors(serial, parallel)
+    shards = len(plan_shards(sorted(p for p in corpus_folder.iterdir() if p.is_file())))
+    one, many = serial.meta["stats"], parallel.meta["stats"]
+    assert shards > 2 * one["batches"]
+    assert many["batches"] <= one["batches"] + 2
+    assert many["tokens"] / many["batches"] >= 0.9 * one["tokens"] / one["batches"]
+
+
 FREQUENT = ["cat", "dog", "garden", "new york"]
 
 
@@ -118,12 +128,7 @@ def test_workers_batch_the_inputs_of_many_shards_together(
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=max_contexts)
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
     parallel = distill(corpus_folder, vocab_file, config.replace(workers=2))
-    assert_same_vectors(serial, parallel)
-    shards = len(plan_shards(sorted(p for p in corpus_folder.iterdir() if p.is_file())))
-    one, many = serial.meta["stats"], parallel.meta["stats"]
-    assert shards > 2 * one["batches"]
-    assert many["batches"] <= one["batches"] + 2
-    assert many["tokens"] / many["batches"] >= 0.9 * one["tokens"] / one["batches"]
+    assert_batched_as_one_process(serial, parallel, corpus_folder)
 
 
 def test_a_stopped_parallel_run_resumes_exactly_with_another_worker_count(
