@@ -20,13 +20,13 @@ from typing import Any, TypeVar
 
 from ..config import DistillConfig
 from ..model.batches import Batch, EncoderInput
-from ..model.encoder import Encoder
+from ..model.encoder import Encoded, Encoder
 from ..model.pooling import Accumulator
 from ..progress import Work
 from .producer import Chunk
 from .state import ShardState
 from .stats import RunStats
-from .step import accumulate, encode
+from .step import accumulate
 
 _POLL_SECONDS = 0.1
 T = TypeVar("T")
@@ -227,8 +227,8 @@ class EncoderThreads:
             try:
                 if self.failure is None and not self.ledger.closed:
                     counted = RunStats(encoder_wait_seconds=waited)
-                    hidden = encode(encoder, batch, counted)
-                    summing = partial(_sum, hidden, batch, accumulator, config, stats, counted)
+                    encoded = encoder.encode(batch)
+                    summing = partial(_sum, encoded, batch, accumulator, config, stats, counted)
                     self.ledger.add(members, summing)
                     if self._stopping():  # the batches after the one in hand wait in a checkpoint
                         self.ledger.close()
@@ -297,7 +297,7 @@ class EncoderThreads:
 
 
 def _sum(
-    hidden: Any,
+    encoded: Encoded,
     batch: Batch,
     accumulator: Accumulator,
     config: DistillConfig,
@@ -305,7 +305,7 @@ def _sum(
     counted: RunStats,
 ) -> None:
     """Sum a batch and count it, in one step of the ledger (a snapshot sees both or neither)."""
-    accumulate(hidden, batch, accumulator, config, counted)
+    accumulate(encoded, batch, accumulator, config, counted)
     stats.add(counted)
 
 

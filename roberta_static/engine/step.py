@@ -13,11 +13,6 @@ from ..model.pooling import Accumulator, occurrence_vectors
 from .stats import RunStats
 
 
-def encode(encoder: Encoder, batch: Batch, stats: RunStats) -> Encoded:
-    """The batch's hidden states, queued on the device (``stats`` are counted by accumulate)."""
-    return encoder.encode(batch)
-
-
 def checked_vectors(encoded: Encoded, config: DistillConfig, stats: RunStats) -> Any:
     """``[occurrences, dim]``: the batch's occurrence vectors, pooled and combined.
 
@@ -68,4 +63,4 @@ def add_batch(
     encoder: Encoder, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
 ) -> None:
     """Run the encoder on one batch and accumulate its occurrences."""
-    accumulate(encode(encoder, batch, stats), batch, accumulator, config, stats)
+    accumulate(encoder.encode(batch), batch, accumulator, config, stats)

@@ -25,7 +25,7 @@ from ..feeding import Batcher, worker_failure
 from ..producer import Producer, ProducerSetup
 from ..state import PassState, ShardState
 from ..stats import RunStats
-from ..step import accumulate_rows, checked_vectors, encode
+from ..step import accumulate_rows, checked_vectors
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ class EncoderActor:
         """Run one batch; add each row's occurrences and tokens to its shard's sums."""
         owners = np.array([chunk.shard for chunk, _ in members])
         first = self.partial[int(owners[0])].stats  # the batch (and a float32 re-run) counts once
-        encoded = encode(self.encoder, batch, first)
+        encoded = self.encoder.encode(batch)
         vectors = checked_vectors(encoded, self.config, first)
         first.batches += 1
         for shard in np.unique(owners):
