@@ -117,6 +117,65 @@ def test_workers_and_two_encoders_give_the_serial_vectors_and_counts(
         assert parallel.meta["stats"][key] == serial.meta["stats"][key], key
 
 
+_WORKER_SCRIPT = """
+import json, pickle, sys
+from roberta_static.engine.worker import worker_main
+
+class Unpickled:  # what a worker reads is unpickled only once it runs, as from its queues
+    def __init__(self, *items):
+        self.items = list(items)
+    def get(self):
+        return pickle.loads(self.items.pop(0))
+
+class Results(list):
+    put = list.append
+
+with open(sys.argv[1], "rb") as handle:
+    setup, task = pickle.load(handle)
+results = Results()
+worker_main(Unpickled(setup), Unpickled(task, pickle.dumps(None)), results, sys.argv[2] == "1")
+print(json.dumps({
+    "messages": [[kind, index, getattr(payload, "tolist", lambda: payload)()]
+                 for kind, index, payload in results],
+    "torch": sys.modules.get("torch") is not None,
+}))
+"""
+
+
+@pytest.mark.parametrize("without_torch", [True, False])
+def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
+    roberta_dir, corpus_folder, vocab_file, tmp_path, without_torch
+):
+    # Imports cost about half a worker's start-up: with the blank segmenter it needs no torch.
+    import pickle
+
+    from roberta_static.engine.producer import ProducerSetup
+    from roberta_static.model.encoder import Encoder
+
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+    model, tokenizer = load_pretrained(config)
+    corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
+    setup = ProducerSetup.of(Encoder(model, tokenizer, config), corpus, vocab, config)
+    assert not setup.needs_torch
+    assert ProducerSetup(
+        **{**setup.__dict__, "config": {**setup.config, "spacy_model": "x"}}
+    ).needs_torch
+    shard = plan_shards(corpus.files)[0]
+    task = tmp_path / "task.pickle"
+    task.write_bytes(pickle.dumps((pickle.dumps(setup), pickle.dumps(("count", 3, shard)))))
+    run = subprocess.run(
+        [sys.executable, "-c", _WORKER_SCRIPT, str(task), "1" if without_torch else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer = json.loads(run.stdout)
+    expected = setup.producer().count(shard, len(vocab.entries))
+    assert answer["messages"] == [["ready", -1, None], ["counted", 3, expected.tolist()]]
+    assert expected.sum() > 0
+    assert answer["torch"] is not without_torch
+
+
 @pytest.mark.parametrize("max_contexts", [0, 7])
 def test_workers_batch_the_inputs_of_many_shards_together(
     roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts, monkeypatch
@@ -323,8 +382,8 @@ def test_sigint_stops_workers_quietly_and_what_was_done_resumes(
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     try:
-        if when == "workers starting":  # a worker importing torch, as it starts
-            _wait_until(lambda: _workers_of(process.pid, b"/torch/"), process)
+        if when == "workers starting":  # a worker importing spaCy, as it starts
+            _wait_until(lambda: _workers_of(process.pid, b"/spacy/"), process)
         else:
             _wait_until((out / ".checkpoint" / "state.json").exists, process)
         workers = _workers_of(process.pid)

@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..errors import CorpusError, Interrupted, RobertaStaticError
+from ..errors import Interrupted
 from ..model.batches import Batch, EncoderInput, batch_groups, padded
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
@@ -27,15 +27,14 @@ from ..text.shards import Shard
 from .base import Job
 from .checkpoint import Saver
 from .encoders import EncoderThreads, Ledger, SentChunk
-from .producer import Producer
 from .state import PassState
 from .stats import RunStats
+from .worker import Message
 
 # Inputs that do not fill a batch wait at most this long for more once the encoders are idle:
 # long enough for several chunks to arrive, short beside a run.
 _MAX_WAIT_SECONDS = 0.25
 _POLL_SECONDS = 0.1
-Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error", shard index, payload)
 
 
 class Feeder(Protocol):
@@ -46,34 +45,6 @@ class Feeder(Protocol):
 
     def receive(self, stop: Any) -> Message | None:
         """The next message; None when ``stop`` is set first. A task's error is raised here."""
-
-
-def serve(
-    producer: Producer,
-    entries: int,
-    task: Message,
-    send: Callable[[Message], Any],
-    hand_over: threading.Event | None = None,
-) -> Message | None:
-    """Run one task, sending its messages: the counts, or each chunk (the last one ``done``).
-
-    Once ``hand_over`` is set, a shard task stops after the chunk in hand and returns the rest of
-    the shard as a task for another feeder (it goes on from there as a resumed shard would).
-    """
-    kind, index, payload = task
-    try:
-        if kind == "count":
-            send(("counted", index, producer.count(payload, entries)))
-            return None
-        for chunk in producer.chunks(payload):
-            send(("chunk", index, chunk))
-            if hand_over is not None and hand_over.is_set() and not chunk.state.done:
-                return ("encode", index, chunk.state.snapshot())
-    except RobertaStaticError as error:
-        send(("error", index, error))
-    except Exception as error:  # noqa: BLE001 (reaches the user as one line)
-        send(("error", index, worker_failure(error)))
-    return None
 
 
 def put_unless_closed(target: queue.Queue, message: Message, closed: threading.Event) -> None:
@@ -89,11 +60,6 @@ def put_unless_closed(target: queue.Queue, message: Message, closed: threading.E
 
 class FeederClosed(BaseException):  # noqa: N818 (a signal through serve, which catches Exception)
     """The feeder was closed while a thread of it waited to hand over a message."""
-
-
-def worker_failure(error: BaseException) -> CorpusError:
-    """An unexpected error in the CPU side, as the one-line error the user sees."""
-    return CorpusError(f"worker failed: {type(error).__name__}: {error}")
 
 
 def raise_failure(message: Message) -> Message:

@@ -29,10 +29,11 @@ from ..model.threads import torch_threads
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from .base import Job
-from .feeding import FedPass, FeederClosed, Message, put_unless_closed, raise_failure, serve
+from .feeding import FedPass, FeederClosed, put_unless_closed, raise_failure
 from .producer import Producer, ProducerSetup
 from .sharding import fresh_shards
 from .state import PassState
+from .worker import Message, serve, worker_main
 
 _POLL_SECONDS = 0.1
 _BRIDGE_POLL_SECONDS = 0.01  # while the bridge runs, its chunks wait at most this long
@@ -72,7 +73,8 @@ class LocalEngine:
 class ProcessFeeder:
     """Worker processes taking shard tasks from one queue and sending results on another.
 
-    Workers take seconds to start (each imports torch and spaCy and loads the segmenter). Until
+    Workers take seconds to start (each imports spaCy, torch too where the segmenter may need it,
+    and loads the segmenter). Until
     one is ready, a thread of this process, the bridge, serves the tasks with a producer of its
     own (built by ``producer``), so the encoder starts as soon as in one process. Once a worker
     is ready, the bridge ends after the chunk in hand, and a worker reads the rest of its shard.
@@ -90,7 +92,9 @@ class ProcessFeeder:
         self.results = context.Queue(maxsize=4 * count)
         self.processes = [
             context.Process(
-                target=_worker_main, args=(self.setups, self.tasks, self.results), daemon=True
+                target=worker_main,
+                args=(self.setups, self.tasks, self.results, not setup.needs_torch),
+                daemon=True,
             )
             for _ in range(count)
         ]
@@ -210,8 +214,8 @@ class _environment:  # noqa: N801 (used as a context manager, like contextlib's)
 def _interrupts_held() -> Iterator[None]:
     """Start processes with Ctrl-C held back, so none arrives before they ignore it.
 
-    They inherit the blocked SIGINT and ignore it first thing (see :func:`_worker_main`); here
-    a SIGINT waits until the processes have started, then reaches its handler.
+    They inherit the blocked SIGINT and ignore it first thing (see :func:`.worker.worker_main`);
+    here a SIGINT waits until the processes have started, then reaches its handler.
     """
     if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups to fear
         yield
@@ -221,31 +225,3 @@ def _interrupts_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
-def _worker_main(setups: Any, tasks: Any, results: Any) -> None:
-    """A worker process: build the producer once, then run shard tasks until told to end."""
-    # Ctrl-C reaches the whole process group; the main process decides how the run stops. It
-    # started this process with SIGINT blocked, so one sent meanwhile is dropped here.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    _end_with_parent()
-    setup: ProducerSetup = setups.get()
-    producer = setup.producer()
-    results.put(("ready", -1, None))
-    while (task := tasks.get()) is not None:
-        serve(producer, len(setup.entries), task, results.put)
-
-
-def _end_with_parent() -> None:
-    """End this worker as soon as the main process ends, however it ends (a second Ctrl-C)."""
-    parent = multiprocessing.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        parent.join()
-        os._exit(1)
-
-    threading.Thread(target=watch, name="roberta-static-parent", daemon=True).start()

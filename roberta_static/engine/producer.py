@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,7 +17,6 @@ from ..model.batches import (
     pack_inputs,
     unpack_inputs,
 )
-from ..model.encoder import Encoder
 from ..model.subwords import SubwordEncoder
 from ..progress import Work
 from ..text.corpus import Corpus, Position, TextCorpus
@@ -26,6 +25,9 @@ from ..text.shards import Shard
 from ..text.vocab import MatchedSentence, VocabMatcher, Vocabulary
 from .state import ShardState
 from .stats import RunStats
+
+if TYPE_CHECKING:
+    from ..model.encoder import Encoder
 
 
 @dataclass
@@ -161,6 +163,15 @@ class ProducerSetup:
             batch_tokens=encoder.batch_tokens,
             config=config.to_dict(),
         )
+
+    @property
+    def needs_torch(self) -> bool:
+        """Whether the producer may need torch.
+
+        A spaCy pipeline loaded by name may hold models that run on it (spacy-transformers); the
+        blank pipeline and the ``tokenizers`` library do not.
+        """
+        return self.config["spacy_model"] is not None
 
     def producer(self) -> Producer:
         """The CPU side over this corpus: segmenter, matcher, subword encoder."""

@@ -17,10 +17,11 @@ from ..model.threads import torch_threads
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from .base import Job
-from .feeding import FedPass, FeederClosed, Message, put_unless_closed, raise_failure, serve
+from .feeding import FedPass, FeederClosed, put_unless_closed, raise_failure
 from .producer import Producer
 from .sharding import whole_corpus
 from .state import PassState
+from .worker import Message, serve
 
 _POLL_SECONDS = 0.1
 _CHUNKS_AHEAD = 2

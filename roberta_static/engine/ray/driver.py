@@ -42,10 +42,10 @@ from ...stopping import Checkpointing
 from ...text.shards import Shard
 from ..base import Job
 from ..checkpoint import Saver
-from ..feeding import worker_failure
 from ..producer import ProducerSetup
 from ..sharding import fresh_shards
 from ..state import PassState, ShardState
+from ..worker import worker_failure
 from .remote import EncoderActor, ShardEnd, Summed, count_shard, model_parts, produce_shard
 
 _POLL_SECONDS = 0.1

@@ -21,11 +21,12 @@ from ...model.encoder import Encoder
 from ...model.pooling import Accumulator
 from ...model.threads import use_threads
 from ...text.shards import Shard
-from ..feeding import Batcher, worker_failure
+from ..feeding import Batcher
 from ..producer import Producer, ProducerSetup
 from ..state import PassState, ShardState
 from ..stats import RunStats
 from ..step import accumulate_rows, checked_vectors
+from ..worker import worker_failure
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,92 @@
+"""What a worker process runs: shard tasks served by a producer, their messages sent back.
+
+This module imports neither torch nor spaCy: a spawned worker imports it before it runs
+:func:`worker_main`, which may first keep torch out (see there).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CorpusError, RobertaStaticError
+
+if TYPE_CHECKING:
+    from .producer import Producer, ProducerSetup
+
+Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error", shard index, payload)
+
+
+def serve(
+    producer: Producer,
+    entries: int,
+    task: Message,
+    send: Callable[[Message], Any],
+    hand_over: threading.Event | None = None,
+) -> Message | None:
+    """Run one task, sending its messages: the counts, or each chunk (the last one ``done``).
+
+    Once ``hand_over`` is set, a shard task stops after the chunk in hand and returns the rest of
+    the shard as a task for another feeder (it goes on from there as a resumed shard would).
+    """
+    kind, index, payload = task
+    try:
+        if kind == "count":
+            send(("counted", index, producer.count(payload, entries)))
+            return None
+        for chunk in producer.chunks(payload):
+            send(("chunk", index, chunk))
+            if hand_over is not None and hand_over.is_set() and not chunk.state.done:
+                return ("encode", index, chunk.state.snapshot())
+    except RobertaStaticError as error:
+        send(("error", index, error))
+    except Exception as error:  # noqa: BLE001 (reaches the user as one line)
+        send(("error", index, worker_failure(error)))
+    return None
+
+
+def worker_failure(error: BaseException) -> CorpusError:
+    """An unexpected error in the CPU side, as the one-line error the user sees."""
+    return CorpusError(f"worker failed: {type(error).__name__}: {error}")
+
+
+def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
+    """A worker process: build the producer once, then run shard tasks until told to end.
+
+    ``without_torch``: the producer needs no torch (spaCy's blank pipeline and sentencizer,
+    the ``tokenizers`` library), so none is imported. spaCy's thinc imports torch whenever it is
+    installed, about half of a worker's start-up (1 of 2 CPU seconds on the 2-core machine),
+    which a short run on few cores pays in full.
+    """
+    # Ctrl-C reaches the whole process group; the main process decides how the run stops. It
+    # started this process with SIGINT blocked, so one sent meanwhile is dropped here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _end_with_parent()
+    if without_torch:
+        # Python's documented way to make an import fail: thinc then runs without torch.
+        sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+    setup: ProducerSetup = setups.get()
+    producer = setup.producer()
+    results.put(("ready", -1, None))
+    while (task := tasks.get()) is not None:
+        serve(producer, len(setup.entries), task, results.put)
+
+
+def _end_with_parent() -> None:
+    """End this worker as soon as the main process ends, however it ends (a second Ctrl-C)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="roberta-static-parent", daemon=True).start()
