@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+
+import numpy as np
 
 
 @dataclass
@@ -61,24 +62,26 @@ class Work:
     def __sub__(self, other: Work) -> Work:
         return Work(self.bytes - other.bytes, self.sentences - other.sentences)
 
-    def split(self, weights: Sequence[int]) -> list[Work]:
+    def split(self, weights: Sequence[int] | np.ndarray) -> np.ndarray:
         """Split into parts proportional to ``weights``, in whole numbers that add up to this.
 
-        A chunk's bytes and sentences, shared over its batches by their tokens.
+        A chunk's bytes and sentences, shared over its inputs by their tokens. Returns an
+        ``(parts, 2)`` array: each part's bytes and sentences (an array, since a chunk has
+        thousands of parts, and the encoder side adds a batch's parts at a time).
 
         Example:
-            >>> [part.bytes for part in Work(10, 3).split([1, 1, 1])]
+            >>> Work(10, 3).split([1, 1, 1])[:, 0].tolist()
             [3, 3, 4]
 
         """
-        ends = list(accumulate(weights))
-        if not ends:
-            return []
-        whole = ends[-1] or 1
+        ends = np.cumsum(np.asarray(weights, dtype=np.int64))
+        if not len(ends):
+            return np.zeros((0, 2), dtype=np.int64)
+        whole = int(ends[-1]) or 1
+        marks = np.array([self.bytes, self.sentences], dtype=np.int64) * ends[:, None] // whole
         # The last part ends at the whole, even where the weights add up to 0.
-        marks = [Work(self.bytes * end // whole, self.sentences * end // whole) for end in ends]
-        marks[-1] = self
-        return [mark - before for mark, before in zip(marks, [Work(), *marks], strict=False)]
+        marks[-1] = (self.bytes, self.sentences)
+        return np.diff(marks, axis=0, prepend=0)
 
 
 @dataclass(frozen=True)

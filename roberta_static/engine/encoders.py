@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
+import numpy as np
+
 from ..config import DistillConfig
 from ..model.batches import Batch, EncoderInput
 from ..model.encoder import Encoded, Encoder
@@ -46,17 +48,18 @@ class SentChunk:
     inputs: list[EncoderInput]
     work: Work
     kept: bool = False
-    parts: list[Work] = field(init=False)
-    added: list[bool] = field(init=False)
+    parts: np.ndarray = field(init=False)  # (inputs, 2): bytes, sentences
+    added: np.ndarray = field(init=False)  # bool, per input
 
     def __post_init__(self) -> None:
-        self.parts = self.work.split([len(item.ids) for item in self.inputs])
-        self.added = [False] * len(self.inputs)
+        tokens = np.fromiter((len(item.ids) for item in self.inputs), np.int64, len(self.inputs))
+        self.parts = self.work.split(tokens)
+        self.added = np.zeros(len(self.inputs), dtype=bool)
 
     @property
     def begun(self) -> bool:
         """Whether a checkpoint must hold this chunk (its state, and its inputs not summed)."""
-        return self.kept or any(self.added) or not self.inputs
+        return self.kept or bool(self.added.any()) or not self.inputs
 
 
 Members = list[tuple[SentChunk, int]]  # the inputs a batch holds: (chunk, input number)
@@ -124,9 +127,10 @@ class Ledger:
             self.summed += 1
             if self.summed == 1:
                 self.first_sum()
-            for chunk, number in members:
-                chunk.added[number] = True
-                self.done[chunk.shard] += chunk.parts[number]
+            for chunk, numbers in _by_chunk(members):
+                chunk.added[numbers] = True
+                bytes_done, sentences_done = chunk.parts[numbers].sum(axis=0).tolist()
+                self.done[chunk.shard] += Work(bytes_done, sentences_done)
             for shard in {chunk.shard for chunk, _ in members}:
                 self._settle(shard)
             self._check_idle()
@@ -134,7 +138,7 @@ class Ledger:
 
     def _settle(self, shard: int) -> None:
         chunks = self.sent[shard]
-        while chunks and all(chunks[0].added):
+        while chunks and chunks[0].added.all():
             chunk = chunks.pop(0)
             self.settled[shard] = chunk.state
 
@@ -307,6 +311,14 @@ def _sum(
     """Sum a batch and count it, in one step of the ledger (a snapshot sees both or neither)."""
     accumulate(encoded, batch, accumulator, config, counted)
     stats.add(counted)
+
+
+def _by_chunk(members: Members) -> list[tuple[SentChunk, list[int]]]:
+    """A batch's members grouped by chunk, in the order the chunks first appear."""
+    groups: dict[int, tuple[SentChunk, list[int]]] = {}
+    for chunk, number in members:
+        groups.setdefault(id(chunk), (chunk, []))[1].append(number)
+    return list(groups.values())
 
 
 def _put(batches: queue.Queue, item: Any) -> bool:
