@@ -13,7 +13,8 @@ back as worker processes send them (four flat arrays a chunk) and as two arrays 
     the per-layer, per-call costs);
 (c) ``distill`` end to end with a simulated device: the 1-block near-free model, each forward
     sleeping ``real tokens / --simulate-rate`` seconds first, which releases the GIL the way a GPU's
-    kernels do. This is how the feed is tested without a GPU.
+    kernels do, and torch's intra-op threads at one, as a pass on a GPU sets them. This is how the
+    feed is tested without a GPU.
 
 Each end-to-end run prints model tokens/s (meta.json ``stats.tokens / stats.seconds``), wall
 time, when the first batch reached the encoder (the start-up: model, segmenter, worker processes)
@@ -150,6 +151,8 @@ def describe_handover(run: dict[str, Any]) -> str:
 
 def run_distill(task: dict[str, Any]) -> dict[str, Any]:
     """(b) or (c) in this process: one ``distill`` of the corpus, as its meta.json counts it."""
+    import torch
+
     from roberta_static import DistillConfig
     from roberta_static.api import distill_from_model
     from roberta_static.model.loading import load_pretrained
@@ -164,6 +167,9 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
     model.register_forward_pre_hook(lambda *_: forwards.append(time.perf_counter()))
     if task["kind"] == SIMULATED:
         model.register_forward_pre_hook(simulated_device(task["rate"]), with_kwargs=True)
+        # As on a GPU, where a pass gives torch one intra-op thread (model/threads.py): a
+        # second one would only spin beside the CPU side, which the simulated device stands for.
+        torch.set_num_threads(1)
     vocab = Vocabulary.from_entries(Path(task["vocab"]).read_text().splitlines())
     start = time.perf_counter()
     vectors = distill_from_model(model, tokenizer, Corpus([Path(task["corpus"])]), vocab, config)
