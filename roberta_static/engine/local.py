@@ -73,11 +73,11 @@ class LocalEngine:
 class ProcessFeeder:
     """Worker processes taking shard tasks from one queue and sending results on another.
 
-    Workers take seconds to start (each imports spaCy, torch too where the segmenter may need it,
-    and loads the segmenter). Until
-    one is ready, a thread of this process, the bridge, serves the tasks with a producer of its
-    own (built by ``producer``), so the encoder starts as soon as in one process. Once a worker
-    is ready, the bridge ends after the chunk in hand, and a worker reads the rest of its shard.
+    Workers take seconds to start (each imports spaCy, and torch where the segmenter may need
+    it, and loads the segmenter). Until one is ready, a thread of this process, the bridge, serves
+    the tasks with a producer of its own (built by ``producer``), so the encoder starts as soon as
+    in one process. Once a worker is ready, the bridge ends after the chunk in hand, and a worker
+    reads the rest of its shard.
     """
 
     def __init__(self, setup: ProducerSetup, count: int, producer: Callable[[], Producer]) -> None:
