@@ -121,7 +121,8 @@ _WORKER_SCRIPT = """
 import json, pickle, sys
 from roberta_static.engine.worker import worker_main
 
-class Unpickled:  # what a worker reads is unpickled only once it runs, as from its queues
+# Unpickles only what the test pickled into its own tmp_path, as a worker's queues carry it.
+class Unpickled:  # unpickled only once worker_main runs, as a worker reads its queues
     def __init__(self, *items):
         self.items = list(items)
     def get(self):
