@@ -9,18 +9,23 @@ back as worker processes send them (four flat arrays a chunk) and as two arrays 
 (a) the producer only: model tokens/s the CPU side prepares with that many worker processes,
     nothing encoded (``producer.py``'s ``in_workers``, start-up not counted);
 (b) ``distill`` end to end with a near-free encoder: random weights, hidden size 32, MiniLM's real
-    tokenizer saved beside them, ``--layers 1,12`` blocks (12 is roberta-base's depth and shows
-    the per-layer, per-call costs);
-(c) ``distill`` end to end with a simulated device: the 1-block near-free model, each forward
-    sleeping ``real tokens / --simulate-rate`` seconds first, which releases the GIL the way a GPU's
-    kernels do, and torch's intra-op threads at one, as a pass on a GPU sets them. This is how the
-    feed is tested without a GPU.
+    tokenizer saved beside them, ``--layers 1,12`` blocks (12 is roberta-base's depth; on a CPU
+    their cost is mostly arithmetic, against the per-call floor ``encoder_phases.py`` prints);
+(c) ``distill`` end to end with a simulated device: an encoder stand-in that takes
+    ``real tokens / --simulate-rate`` seconds per batch, sleeping (which releases the GIL, the way a
+    GPU's kernels do) for what its forward leaves of that time. The stand-in is the near-free
+    model cut to its embeddings (``layers=[0]``): on a GPU the blocks' arithmetic is the device's,
+    not the CPU's, so the stand-in leaves the cores to the CPU side as a GPU does. Torch's
+    intra-op threads are at one, as a pass on a GPU sets them. This is how the feed is tested
+    without a GPU.
 
 Each end-to-end run prints model tokens/s (meta.json ``stats.tokens / stats.seconds``), wall
 time, when the first batch reached the encoder (the start-up: model, segmenter, worker processes)
 and the rate from then on, the encoder batches and their mean real tokens, the padded share, the
-share of the run the encoder side waited for input (``stats.encoder_wait_seconds``), and how many
-cores other processes kept busy meanwhile (from /proc/stat, less this benchmark's own CPU time). Then the
+share of the run the encoder side waited for input (``stats.encoder_wait_seconds``), the cores the
+run kept busy on average (CPU seconds of its process and worker processes during ``distill``, over
+its wall time: a run near all the machine's cores is bound by them), and how many cores other
+processes kept busy meanwhile (from /proc/stat, less this benchmark's own CPU time). Then the
 issue's targets, computed from the best of ``--repeat`` runs, each marked pass or FAIL.
 
 Every run is a fresh process: a run in a warm process would find spaCy's tokenizer cache and
@@ -86,14 +91,24 @@ def build_near_free(folder: Path, layers: int, tokenizer_model: str) -> str:
     return str(folder)
 
 
-def simulated_device(rate: float):
-    """A forward pre-hook sleeping ``real tokens / rate`` seconds: an encoder stand-in that,
-    like a GPU, costs time in proportion to its tokens and leaves the GIL to the CPU side."""
+class SimulatedDevice:
+    """Forward hooks making a model's forward take ``real tokens / rate`` seconds in all: an
+    encoder stand-in that, like a GPU, costs time in proportion to its tokens and leaves the GIL
+    to the CPU side meanwhile. A forward longer than that is not cut short."""
 
-    def hook(module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
-        time.sleep(real_tokens(kwargs["input_ids"], kwargs["attention_mask"]) / rate)
+    def __init__(self, rate: float) -> None:
+        self.rate, self.deadline = rate, 0.0
 
-    return hook
+    def attach(self, model: Any) -> None:
+        model.register_forward_pre_hook(self.start, with_kwargs=True)
+        model.register_forward_hook(self.finish)
+
+    def start(self, module: Any, args: tuple, kwargs: dict[str, Any]) -> None:
+        tokens = real_tokens(kwargs["input_ids"], kwargs["attention_mask"])
+        self.deadline = time.perf_counter() + tokens / self.rate
+
+    def finish(self, module: Any, args: tuple, output: Any) -> None:
+        time.sleep(max(0.0, self.deadline - time.perf_counter()))
 
 
 def real_tokens(input_ids: Any, mask: Any) -> int:
@@ -159,24 +174,30 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
     from roberta_static.text.corpus import Corpus
     from roberta_static.text.vocab import Vocabulary
 
+    simulated = task["kind"] == SIMULATED
     config = DistillConfig(
-        model=task["model"], max_contexts=task["max_contexts"], workers=task["workers"]
+        model=task["model"],
+        max_contexts=task["max_contexts"],
+        workers=task["workers"],
+        **({"layers": [0]} if simulated else {}),
     )
     model, tokenizer = load_pretrained(config)
     forwards: list[float] = []  # when the first batch reached the encoder: the start-up's cost
     model.register_forward_pre_hook(lambda *_: forwards.append(time.perf_counter()))
-    if task["kind"] == SIMULATED:
-        model.register_forward_pre_hook(simulated_device(task["rate"]), with_kwargs=True)
+    if simulated:
+        SimulatedDevice(task["rate"]).attach(model)
         # As on a GPU, where a pass gives torch one intra-op thread (model/threads.py): a
         # second one would only spin beside the CPU side, which the simulated device stands for.
         torch.set_num_threads(1)
     vocab = Vocabulary.from_entries(Path(task["vocab"]).read_text().splitlines())
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     vectors = distill_from_model(model, tokenizer, Corpus([Path(task["corpus"])]), vocab, config)
     wall = time.perf_counter() - start
+    cores = (cpu_seconds() - cpu) / wall  # the workers are joined by now, so counted
     stats = vectors.meta["stats"]
     keys = ("tokens", "seconds", "batches", "padded_tokens", "encoder_wait_seconds")
-    return {"wall": wall, "first": forwards[0] - start, **{key: stats[key] for key in keys}}
+    found = {key: stats[key] for key in keys}
+    return {"wall": wall, "first": forwards[0] - start, "cores": cores, **found}
 
 
 def busy_seconds() -> float:
@@ -189,6 +210,12 @@ def busy_seconds() -> float:
 def children_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have ended."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime + children_seconds()
 
 
 def measure(task: dict[str, Any]) -> dict[str, Any]:
@@ -225,6 +252,7 @@ def describe(run: dict[str, Any]) -> str:
             f"  {run['batches']:5,} batches x {per_batch:5,.0f} tokens  padded {padded:5.1%}"
             f"  encoder waited {waited:5.1%}"
         )
+        line += f"  cores busy {run['cores']:.1f}"
     return line + f"  (other processes: {run['others']:.1f} cores)"
 
 
