@@ -13,6 +13,10 @@ time is mostly the device finishing the batch), and the sums (``Accumulator.add`
 input is meta.json's ``encoder_wait_seconds``; the rest of the pass is bookkeeping and the
 CPU side.
 
+Then the floor of a forward: the median host time of the forward of one 8-token input, where the
+arithmetic is negligible and what is left is the per-call cost of the model's blocks (module
+calls, dispatch, on CUDA the kernel launches), against the pass's mean forward per batch.
+
 Usage: python benchmarks/encoder_phases.py [--model PATH | --random-roberta-base] [--dtype D]
        [--lines N] [--repeat R] [--workers N]
 """
@@ -20,6 +24,7 @@ Usage: python benchmarks/encoder_phases.py [--model PATH | --random-roberta-base
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -27,12 +32,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from throughput import build_random_roberta_base, default_model, vocabulary_words, write_corpus
 
 from roberta_static import DistillConfig
 from roberta_static.api import distill_from_model
 from roberta_static.engine import step
+from roberta_static.model.batches import EncoderInput, padded
 from roberta_static.model.encoder import Encoded, Encoder
 from roberta_static.model.loading import load_pretrained
 from roberta_static.model.pooling import Accumulator
@@ -120,7 +127,30 @@ def main() -> None:
             seconds = time.perf_counter() - start
         finally:
             phases.restore()
+        floor = forward_floor(model, tokenizer, config)
     report(vectors.meta, seconds, phases)
+    mean = phases.host["forward"] / max(1, phases.calls["forward"])
+    print(
+        f"forward of one 8-token input (the per-call floor): {floor * 1e3:.2f} ms, against "
+        f"{mean * 1e3:.2f} ms per batch in the pass ({floor / mean:.1%})"
+    )
+
+
+def forward_floor(model: Any, tokenizer: Any, config: DistillConfig, runs: int = 50) -> float:
+    """Median host seconds of the forward of one 8-token input, the device waited for."""
+    encoder = Encoder(model, tokenizer, config)
+    ids = np.array(tokenizer("one two three four five six")["input_ids"][:8], dtype=np.int64)
+    batch = padded([EncoderInput(ids, np.zeros((0, 3), dtype=np.int64))], encoder.subwords.pad_id)
+    times = []
+    with torch.inference_mode():
+        input_ids, mask, _ = encoder.move(batch)
+        for _ in range(runs):
+            start = time.perf_counter()
+            encoder.forward(input_ids, mask)
+            if encoder.device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+    return statistics.median(times[runs // 5 :])  # the first runs warm caches up
 
 
 def report(meta: dict[str, Any], seconds: float, phases: Phases) -> None:
