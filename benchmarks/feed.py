@@ -56,8 +56,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from throughput import default_model, hardware, vocabulary_words, write_corpus
-
 HIDDEN = 32  # the near-free encoder's width: its arithmetic is negligible next to the feed's
 PRODUCER = "producer"
 NEAR_FREE = "near-free"
@@ -303,7 +301,7 @@ def targets(best: dict[tuple, dict[str, Any]], counts: list[int], layers: list[i
         if (SIMULATED, layers[0], n) in best and (PRODUCER, 0, n) in best:
             bound = min(sim, rate(best[(PRODUCER, 0, n)]))
             check(
-                f"simulated device, {n} worker{'s' if n > 1 else ''}",
+                f"simulated device, {'one process' if n == 1 else f'--workers {n}'}",
                 rate(best[(SIMULATED, layers[0], n)]),
                 bound,
                 0.8,
@@ -311,31 +309,70 @@ def targets(best: dict[tuple, dict[str, Any]], counts: list[int], layers: list[i
             )
 
 
-def main() -> None:
+def positive(kind: type) -> Any:
+    """An argparse type: a number of ``kind`` above zero."""
+
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
+
+
+def count_list(text: str) -> list[int]:
+    """An argparse type: counts of 1 or more, comma separated."""
+    return [positive(int)(item) for item in text.split(",")]
+
+
+def summarize(runs: dict[tuple, list[dict[str, Any]]], best: dict[tuple, dict[str, Any]]) -> None:
+    """Each measurement's best run and median rate."""
+    print(f"\nbest and median of {len(next(iter(runs.values())))} runs:")
+    for key, found in runs.items():
+        median = statistics.median(rate(run) for run in found)
+        print(f"{name(*key):42} {describe(best[key])}  median {median:,.0f} tokens/s")
+
+
+def arguments() -> argparse.Namespace:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="1,2", help="worker counts (1: one process)")
-    parser.add_argument("--layers", default="1,12", help="near-free encoder depths")
-    parser.add_argument("--simulate-rate", type=float, default=1e6, help="tokens/s of (c)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each measurement")
-    parser.add_argument("--copies", type=int, default=2, help="copies of the text")
+    parser.add_argument("--workers", type=count_list, default="1,2", help="1: one process")
+    parser.add_argument("--layers", type=count_list, default="1,12", help="near-free depths")
+    parser.add_argument("--simulate-rate", type=positive(float), default=1e6, help="tokens/s")
+    parser.add_argument("--repeat", type=positive(int), default=1, help="runs of each")
+    parser.add_argument("--copies", type=positive(int), default=2, help="copies of the text")
     parser.add_argument("--lines", type=int, default=0, help="first lines of one copy (0: all)")
     parser.add_argument("--max-contexts", type=int, default=0, help="0: every occurrence")
     parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
     parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
     parser.add_argument("--task", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.corpus and not Path(args.corpus).is_file():
+        parser.error(f"{args.corpus}: no such file")
+    return args
+
+
+def main() -> None:
+    args = arguments()
     if args.task:
         task = json.loads(args.task)
         runner = {PRODUCER: run_producer, HANDOVER: run_handover}.get(task["kind"], run_distill)
         print(json.dumps(runner(task)))
         return
-    counts = [int(n) for n in args.workers.split(",")]
-    layers = [int(n) for n in args.layers.split(",")]
+    # Here, not at the top: the worker processes a run spawns import this file, and
+    # throughput.py imports torch, which they would then pay for and distill's workers do not.
+    from throughput import default_model, hardware, vocabulary_words, write_corpus
+
+    counts, layers = args.workers, args.layers
+    words = vocabulary_words(args.vocab)
+    if not words:
+        sys.exit(f"feed.py: error: {args.vocab}: no words in it")
     print(f"hardware: {hardware()}; load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         corpus, vocab = Path(tmp) / "corpus.txt", Path(tmp) / "vocab.txt"
         write_corpus(corpus, repeat=args.copies, lines=args.lines, corpus=args.corpus)
-        vocab.write_text("\n".join(vocabulary_words(args.vocab)) + "\n")
+        vocab.write_text("\n".join(words) + "\n")
         models = {
             n: build_near_free(Path(tmp) / f"near-free-{n}", n, default_model()) for n in layers
         }
@@ -367,10 +404,7 @@ def main() -> None:
                     print(f"{name(kind, depth, workers):42} {describe(run)}", flush=True)
     best = {key: max(found, key=rate) for key, found in runs.items()}
     if args.repeat > 1:
-        print(f"\nbest and median of {args.repeat} runs:")
-        for key, found in runs.items():
-            median = statistics.median(rate(run) for run in found)
-            print(f"{name(*key):42} {describe(best[key])}  median {median:,.0f} tokens/s")
+        summarize(runs, best)
     targets(best, counts, layers, args.simulate_rate)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
