@@ -117,38 +117,14 @@ def test_workers_and_two_encoders_give_the_serial_vectors_and_counts(
         assert parallel.meta["stats"][key] == serial.meta["stats"][key], key
 
 
-_WORKER_SCRIPT = """
-import json, pickle, sys
-from roberta_static.engine.worker import worker_main
-
-# Unpickles only what the test pickled into its own tmp_path, as a worker's queues carry it.
-class Unpickled:  # unpickled only once worker_main runs, as a worker reads its queues
-    def __init__(self, *items):
-        self.items = list(items)
-    def get(self):
-        return pickle.loads(self.items.pop(0))
-
-class Results(list):
-    put = list.append
-
-with open(sys.argv[1], "rb") as handle:
-    setup, task = pickle.load(handle)
-results = Results()
-worker_main(Unpickled(setup), Unpickled(task, pickle.dumps(None)), results, sys.argv[2] == "1")
-print(json.dumps({
-    "messages": [[kind, index, getattr(payload, "tolist", lambda: payload)()]
-                 for kind, index, payload in results],
-    "torch": sys.modules.get("torch") is not None,
-}))
-"""
-
-
 @pytest.mark.parametrize("without_torch", [True, False])
 def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
-    roberta_dir, corpus_folder, vocab_file, tmp_path, without_torch
+    roberta_dir, corpus_folder, vocab_file, without_torch
 ):
     # Imports cost about half a worker's start-up: with the blank segmenter it needs no torch.
-    import pickle
+    import multiprocessing
+
+    from worker_probe import probe
 
     from roberta_static.engine.producer import ProducerSetup
     from roberta_static.model.encoder import Encoder
@@ -162,19 +138,26 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
         **{**setup.__dict__, "config": {**setup.config, "spacy_model": "x"}}
     ).needs_torch
     shard = plan_shards(corpus.files)[0]
-    task = tmp_path / "task.pickle"
-    task.write_bytes(pickle.dumps((pickle.dumps(setup), pickle.dumps(("count", 3, shard)))))
-    run = subprocess.run(
-        [sys.executable, "-c", _WORKER_SCRIPT, str(task), "1" if without_torch else "0"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    answer = json.loads(run.stdout)
+    # A process spawned as the local engine spawns its workers, fed by the same queues.
+    context = multiprocessing.get_context("spawn")
+    setups, tasks, results = context.Queue(), context.Queue(), context.Queue()
+    setups.put(setup)
+    tasks.put(("count", 3, shard))
+    tasks.put(None)
+    worker = context.Process(target=probe, args=(setups, tasks, results, without_torch))
+    worker.start()
+    try:
+        messages = [results.get(timeout=120) for _ in range(3)]
+    finally:
+        worker.join(timeout=10)
+        if worker.is_alive():
+            worker.terminate()
     expected = setup.producer().count(shard, len(vocab.entries))
-    assert answer["messages"] == [["ready", -1, None], ["counted", 3, expected.tolist()]]
     assert expected.sum() > 0
-    assert answer["torch"] is not without_torch
+    assert messages[0] == ("ready", -1, None)
+    assert messages[1][:2] == ("counted", 3)
+    assert messages[1][2].tolist() == expected.tolist()
+    assert messages[2] == ("torch", -1, not without_torch)
 
 
 @pytest.mark.parametrize("max_contexts", [0, 7])
