@@ -154,7 +154,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
             worker.terminate()
     expected = setup.producer().count(shard, len(vocab.entries))
     assert expected.sum() > 0
-    assert messages[0] == ("ready", -1, None)
+    assert messages[0] == ("ready", -1, worker.pid)
     assert messages[1][:2] == ("counted", 3)
     assert messages[1][2].tolist() == expected.tolist()
     assert messages[2] == ("torch", -1, not without_torch)
@@ -438,6 +438,33 @@ def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_
     got = [item.ids for chunk in received for item in chunk.inputs]
     assert len(got) == len(expected)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_a_finished_run_ends_its_ready_workers_and_does_not_wait_for_one_still_starting(
+    roberta_dir, corpus_folder, vocab_file, tmp_path
+):
+    # A worker takes seconds to start: a short run must not wait for it at its end.
+    from stuck_setup import StuckSetup
+
+    from roberta_static.engine.local import ProcessFeeder
+    from roberta_static.engine.producer import ProducerSetup
+    from roberta_static.model.encoder import Encoder
+
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+    corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
+    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    stuck = StuckSetup(**setup.__dict__, claimed=str(tmp_path / "claimed"))
+    shard = plan_shards(corpus.files)[0]
+    with ProcessFeeder(stuck, 2, setup.producer) as feeder:
+        while not feeder.ready.is_set():  # count tasks until the first worker is ready
+            feeder.submit(("count", 0, shard))
+            assert feeder.receive(None)[0] == "counted"
+        finishing = time.monotonic()
+    ending = time.monotonic() - finishing
+    # The ready worker took its end; the one still starting was ended at once, not waited for
+    # (5 s, then ended all the same, before).
+    assert sorted(process.exitcode for process in feeder.processes) == [-signal.SIGTERM, 0]
+    assert ending < 4
 
 
 def test_auto_workers_feed_a_gpu_from_its_spare_cores_and_leave_a_cpu_model_every_core(

@@ -100,6 +100,7 @@ class ProcessFeeder:
         ]
         self.entries = len(setup.entries)
         self.ready = threading.Event()  # a worker has built its producer
+        self.started: set[int] = set()  # the process ids of the ready workers
         self.closed = threading.Event()
         self.bridged: queue.Queue[Message] = queue.Queue(maxsize=2)
         self.waiting: deque[Message] = deque()
@@ -125,8 +126,12 @@ class ProcessFeeder:
             self.bridge.join()  # at once: it waits for a task (or has ended)
             for _ in self.processes:
                 self.tasks.put(None)
+            # A worker still starting holds nothing: waiting for its start-up would add seconds
+            # to a short run. It is ended below, once the ready ones have taken their ends (one
+            # ended while it waits on the task queue would keep the queue's lock from the rest).
             for process in self.processes:
-                process.join(timeout=5)
+                if process.pid in self.started:
+                    process.join(timeout=5)
         else:
             # A stop or an error: the workers hold nothing worth waiting for, and tasks they
             # never read must not hold up this process's exit. The bridge ends at its next chunk.
@@ -162,6 +167,7 @@ class ProcessFeeder:
         while not self.bridged.empty():
             self.waiting.append(self.bridged.get_nowait())
         if message is not None and message[0] == "ready":
+            self.started.add(message[2])
             self.ready.set()
         elif message is not None:
             self.waiting.append(message)

@@ -19,7 +19,7 @@ from ..errors import CorpusError, RobertaStaticError
 if TYPE_CHECKING:
     from .producer import Producer, ProducerSetup
 
-Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error", shard index, payload)
+Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error" | "ready", shard index, payload)
 
 
 def serve(
@@ -74,7 +74,7 @@ def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> N
         sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
     setup: ProducerSetup = setups.get()
     producer = setup.producer()
-    results.put(("ready", -1, None))
+    results.put(("ready", -1, os.getpid()))
     while (task := tasks.get()) is not None:
         serve(producer, len(setup.entries), task, results.put)
 
