@@ -56,6 +56,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from throughput import default_model, hardware, positive, vocabulary_words, write_corpus
+
 HIDDEN = 32  # the near-free encoder's width: its arithmetic is negligible next to the feed's
 PRODUCER = "producer"
 NEAR_FREE = "near-free"
@@ -309,18 +311,6 @@ def targets(best: dict[tuple, dict[str, Any]], counts: list[int], layers: list[i
             )
 
 
-def positive(kind: type) -> Any:
-    """An argparse type: a number of ``kind`` above zero."""
-
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-        return value
-
-    return parse
-
-
 def count_list(text: str) -> list[int]:
     """An argparse type: counts of 1 or more, comma separated."""
     return [positive(int)(item) for item in text.split(",")]
@@ -360,10 +350,6 @@ def main() -> None:
         runner = {PRODUCER: run_producer, HANDOVER: run_handover}.get(task["kind"], run_distill)
         print(json.dumps(runner(task)))
         return
-    # Here, not at the top: the worker processes a run spawns import this file, and
-    # throughput.py imports torch, which they would then pay for and distill's workers do not.
-    from throughput import default_model, hardware, vocabulary_words, write_corpus
-
     counts, layers = args.workers, args.layers
     words = vocabulary_words(args.vocab)
     if not words:

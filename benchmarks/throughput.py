@@ -9,11 +9,16 @@
 
 Input: gensim's Wikipedia excerpt + lee_background.cor (2.6 MB), the SimLex-999 + WordSim-353
 vocabulary, the offline all-MiniLM-L6-v2 on CPU (or ``--model``). ``--scaling`` adds runs on the
-corpus repeated x1, x2, x4, each in a fresh process, for time and peak memory.
+corpus repeated x1, x2, x4, each in a fresh process, for time and peak memory. ``--tolerance``
+runs (a) twice and prints the cosine between the two runs' vectors (a GPU's run-to-run tolerance).
 
-Usage: python benchmarks/throughput.py [--model PATH | --random-roberta-base] [--dtype D] [--workers N]
-       [--corpus FILE] [--vocab FILE]
-       [--baseline-words 30] [--peak-tflops T] [--scaling | --scaling-only]
+Torch and the library are imported where they are used: ``distill``'s worker processes are
+spawned, and a spawned process imports the main script first; at the top, they would cost each
+worker a second of start-up that ``distill`` run from the command line does not have.
+
+Usage: python benchmarks/throughput.py [--model PATH | --random-roberta-base] [--dtype D]
+       [--workers auto] [--corpus FILE] [--vocab FILE] [--copies 1]
+       [--baseline-words 30] [--peak-tflops T] [--tolerance] [--scaling | --scaling-only]
 """
 
 from __future__ import annotations
@@ -30,16 +35,25 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from roberta_static import DistillConfig
-from roberta_static.api import distill_from_model
-from roberta_static.model.encoder import Encoder
-from roberta_static.model.loading import load_pretrained
-from roberta_static.text.corpus import Corpus
-from roberta_static.text.vocab import Vocabulary
+if TYPE_CHECKING:
+    from roberta_static import DistillConfig, StaticVectors
+    from roberta_static.text.vocab import Vocabulary
+
+
+def positive(kind: type) -> Any:
+    """An argparse type: a number of ``kind`` above zero."""
+
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
 
 
 def peak_rss_mb() -> float:
@@ -58,6 +72,7 @@ def peak_rss_mb() -> float:
 def build_random_roberta_base(folder: Path, lines: list[str]) -> str:
     """``RobertaConfig()`` defaults with random weights (roberta-base's arithmetic) and a
     byte-level BPE tokenizer trained on the corpus, saved the way a downloaded model is."""
+    import torch
     from tokenizers import ByteLevelBPETokenizer
     from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
 
@@ -88,6 +103,8 @@ def flops_per_token(model, tokens: int, padded_tokens: int, batches: list) -> fl
 
 
 def hardware() -> str:
+    import torch
+
     cpu = next(
         (
             line.split(":", 1)[1].strip()
@@ -102,6 +119,12 @@ def hardware() -> str:
 
 def run_ours(model, tokenizer, corpus_file: Path, vocab: Vocabulary, config: DistillConfig):
     """(a), recording every batch the encoder sees for (c)."""
+    import torch
+
+    from roberta_static.api import distill_from_model
+    from roberta_static.model.encoder import Encoder
+    from roberta_static.text.corpus import Corpus
+
     batches = []
     encode = Encoder.encode
 
@@ -123,6 +146,10 @@ def run_ours(model, tokenizer, corpus_file: Path, vocab: Vocabulary, config: Dis
 
 def run_encoder_alone(model, tokenizer, config: DistillConfig, batches) -> float:
     """(c): the same batches, their inputs moved to the device beforehand."""
+    import torch
+
+    from roberta_static.model.encoder import Encoder
+
     encoder = Encoder(model, tokenizer, config)
     with torch.inference_mode():
         ready = [encoder.move(batch)[:2] for batch in batches]
@@ -149,6 +176,7 @@ def run_original(
     (word, sentence), batch size 1, float32; the word's subwords averaged over the chosen layers
     summed; the sentence vectors averaged. Returns seconds, forward passes, discarded sentences.
     """
+    import torch
     from transformers import AutoModel, AutoTokenizer
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -187,6 +215,8 @@ def sentences_with(word: str, sentences: list[str], lowered: list[str]):
 
 def word_vector(model, encoding, match, layers: tuple[int, ...], device: str):
     """One forward pass: the matched word's subwords averaged over the chosen layers summed."""
+    import torch
+
     offsets = encoding.pop("offset_mapping")[0].to(device)
     with torch.no_grad():
         states = model(**encoding.to(device), output_hidden_states=True).hidden_states
@@ -230,6 +260,12 @@ def write_corpus(
 
 
 def scaling_child(model: str, repeat: int, lines: int) -> None:
+    from roberta_static import DistillConfig
+    from roberta_static.api import distill_from_model
+    from roberta_static.model.loading import load_pretrained
+    from roberta_static.text.corpus import Corpus
+    from roberta_static.text.vocab import Vocabulary
+
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = Path(tmp) / "corpus.txt"
         write_corpus(corpus_file, repeat, lines)
@@ -276,7 +312,13 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, help="the device's peak, for model FLOP use")
     parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
     parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
-    parser.add_argument("--workers", type=int, default=1, help="(a)'s worker processes")
+    parser.add_argument(
+        "--workers", default="auto", help="(a)'s worker processes: a number or auto, as distill's"
+    )
+    parser.add_argument("--copies", type=positive(int), default=1, help="the text this many times")
+    parser.add_argument(
+        "--tolerance", action="store_true", help="run (a) twice; print the cosine between runs"
+    )
     parser.add_argument("--scaling-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     model_path = args.model or (None if args.random_roberta_base else default_model())
@@ -292,9 +334,16 @@ def main() -> None:
 
 def compare(model_path: str | None, args: argparse.Namespace) -> None:
     """(a), (b) and (c) on the same input; without ``model_path``, a random roberta-base."""
+    import torch
+
+    from roberta_static import DistillConfig
+    from roberta_static.model.encoder import Encoder
+    from roberta_static.model.loading import load_pretrained
+    from roberta_static.text.vocab import Vocabulary
+
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = Path(tmp) / "corpus.txt"
-        lines = write_corpus(corpus_file, corpus=args.corpus)
+        lines = write_corpus(corpus_file, args.copies, corpus=args.corpus)
         if model_path is None:
             model_path = build_random_roberta_base(Path(tmp) / "roberta-base-random", lines)
         words = vocabulary_words(args.vocab)
@@ -304,11 +353,14 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
         vectors, ours_seconds, batches = run_ours(model, tokenizer, corpus_file, vocab, config)
         rss = peak_rss_mb()
         device_mb = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
+        if args.tolerance:
+            again, again_seconds, _ = run_ours(model, tokenizer, corpus_file, vocab, config)
         encoder_seconds = run_encoder_alone(model, tokenizer, config, batches)
         stats = vectors.meta["stats"]
         sample = random.Random(0).sample(words, min(args.baseline_words, len(words)))
         layers = Encoder(model, tokenizer, config).layers
-        original_seconds, passes, discarded = run_original(model_path, lines, sample, layers)
+        text = lines * args.copies
+        original_seconds, passes, discarded = run_original(model_path, text, sample, layers)
         per_token = flops_per_token(model, stats["tokens"], stats["padded_tokens"], batches)
 
     ours_wps = len(words) / ours_seconds
@@ -317,7 +369,8 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
         f"model: {model_path}; layers {config.layers}, dtype {vectors.meta['model']['dtype']}, device {vectors.meta['model']['device']}"
     )
     print(
-        f"corpus: {corpus_file.name} {sum(len(line) + 1 for line in lines):,} characters, {stats['sentences']:,} sentences; vocabulary {len(words):,} words"
+        f"corpus: the text x{args.copies}, {sum(len(line) + 1 for line in text):,} characters, {stats['sentences']:,} sentences; vocabulary {len(words):,} words; "
+        f"workers {vectors.meta['config']['workers']}"
     )
     print(
         f"(a) ours:          {ours_seconds:8.1f} s  {ours_wps:8.2f} vocabulary words/s  {stats['tokens'] / ours_seconds:9,.0f} model tokens/s"
@@ -344,6 +397,22 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
     )
     print(
         f"model FLOPs: {per_token / 1e6:,.1f} M per token; {achieved:.3f} TFLOP/s end to end{use}"
+    )
+    if args.tolerance:
+        print(run_to_run(vectors, again, stats["tokens"] / again_seconds))
+
+
+def run_to_run(first: StaticVectors, second: StaticVectors, rate: float) -> str:
+    """How far two runs of (a) on the same input lie apart: the device's run-to-run tolerance."""
+    assert first.words == second.words
+    a, b = first.vectors.astype(np.float64), second.vectors.astype(np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    found = norms > 0
+    cosine = (a * b).sum(1)[found] / norms[found]
+    return (
+        f"run to run (a second (a), {rate:,.0f} model tokens/s): cosine per word mean "
+        f"{cosine.mean():.7f}, min {cosine.min():.7f} over {found.sum():,} words; largest "
+        f"coordinate difference {np.abs(a - b).max():.2e}"
     )
 
 

@@ -1,10 +1,12 @@
-"""benchmarks/feed.py: the simulated device, what its worker processes import, its arguments."""
+"""benchmarks/feed.py (and throughput.py): the simulated device, what worker processes import,
+arguments, the run-to-run figure."""
 
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -30,10 +32,11 @@ def test_the_simulated_device_takes_real_tokens_over_rate_per_forward(mask, real
     assert time.perf_counter() - start >= real / 100.0
 
 
-def test_importing_feed_imports_no_torch():
+@pytest.mark.parametrize("script", ["feed", "throughput"])
+def test_importing_a_benchmark_that_runs_workers_imports_no_torch(script):
     # Spawned worker processes import the benchmark's main module; distill's workers keep torch
     # out, and the benchmark must not bring it back in.
-    code = "import sys, feed; print('torch' in sys.modules)"
+    code = f"import sys, {script}; print('torch' in sys.modules)"
     found = subprocess.run(
         [sys.executable, "-c", code], cwd=BENCHMARKS, capture_output=True, text=True, check=True
     )
@@ -66,3 +69,19 @@ def test_bad_arguments_stop_feed_at_once_with_one_line(tmp_path, arguments, mess
     assert run.returncode != 0
     assert run.stderr.strip().splitlines()[-1] == f"feed.py: error: {message}"
     assert run.stdout == ""
+
+
+def test_run_to_run_reports_the_cosine_and_largest_difference_between_two_runs():
+    from types import SimpleNamespace
+
+    from throughput import run_to_run
+
+    words = ["a", "b", "c"]
+    first = SimpleNamespace(words=words, vectors=np.array([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]]))
+    same = run_to_run(first, first, 1.0)
+    assert "mean 1.0000000, min 1.0000000 over 2 words" in same
+    assert same.endswith("difference 0.00e+00")
+    turned = SimpleNamespace(words=words, vectors=np.array([[0.0, 1.0], [0.0, 2.0], [0.0, 0.0]]))
+    apart = run_to_run(first, turned, 1.0)
+    assert "mean 0.5000000, min 0.0000000 over 2 words" in apart
+    assert apart.endswith("difference 1.00e+00")
