@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -39,6 +40,7 @@ from throughput import build_random_roberta_base, default_model, vocabulary_word
 from roberta_static import DistillConfig
 from roberta_static.api import distill_from_model
 from roberta_static.engine import step
+from roberta_static.errors import RobertaStaticError
 from roberta_static.model.batches import EncoderInput, padded
 from roberta_static.model.encoder import Encoded, Encoder
 from roberta_static.model.loading import load_pretrained
@@ -174,4 +176,7 @@ def report(meta: dict[str, Any], seconds: float, phases: Phases) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RobertaStaticError as error:  # a bad option or model: the library's one line
+        sys.exit(f"encoder_phases.py: error: {error}")
