@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -35,12 +34,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from throughput import build_random_roberta_base, default_model, vocabulary_words, write_corpus
+from throughput import (
+    build_random_roberta_base,
+    default_model,
+    one_line_errors,
+    positive,
+    vocabulary_words,
+    write_corpus,
+)
 
 from roberta_static import DistillConfig
 from roberta_static.api import distill_from_model
 from roberta_static.engine import step
-from roberta_static.errors import RobertaStaticError
 from roberta_static.model.batches import EncoderInput, padded
 from roberta_static.model.encoder import Encoded, Encoder
 from roberta_static.model.loading import load_pretrained
@@ -105,9 +110,11 @@ def main() -> None:
     parser.add_argument("--model", default=None)
     parser.add_argument("--random-roberta-base", action="store_true")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--lines", type=int, default=0, help="first lines of the text (0: all)")
-    parser.add_argument("--repeat", type=int, default=1, help="the text this many times")
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--lines", type=positive(int), help="first lines of the text (default: all)"
+    )
+    parser.add_argument("--repeat", type=positive(int), default=1, help="the text this many times")
+    parser.add_argument("--workers", default=1, help="a number or auto, as distill's")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = Path(tmp) / "corpus.txt"
@@ -176,7 +183,4 @@ def report(meta: dict[str, Any], seconds: float, phases: Phases) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except RobertaStaticError as error:  # a bad option or model: the library's one line
-        sys.exit(f"encoder_phases.py: error: {error}")
+    one_line_errors(main)

@@ -56,7 +56,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from throughput import default_model, hardware, positive, vocabulary_words, write_corpus
+from throughput import (
+    check_files,
+    default_model,
+    hardware,
+    positive,
+    vocabulary_words,
+    write_corpus,
+)
 
 HIDDEN = 32  # the near-free encoder's width: its arithmetic is negligible next to the feed's
 PRODUCER = "producer"
@@ -332,14 +339,15 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--simulate-rate", type=positive(float), default=1e6, help="tokens/s")
     parser.add_argument("--repeat", type=positive(int), default=1, help="runs of each")
     parser.add_argument("--copies", type=positive(int), default=2, help="copies of the text")
-    parser.add_argument("--lines", type=int, default=0, help="first lines of one copy (0: all)")
+    parser.add_argument(
+        "--lines", type=positive(int), help="first lines of one copy (default: all)"
+    )
     parser.add_argument("--max-contexts", type=int, default=0, help="0: every occurrence")
     parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
     parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
     parser.add_argument("--task", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.corpus and not Path(args.corpus).is_file():
-        parser.error(f"{args.corpus}: no such file")
+    check_files(parser, args)
     return args
 
 
@@ -352,8 +360,6 @@ def main() -> None:
         return
     counts, layers = args.workers, args.layers
     words = vocabulary_words(args.vocab)
-    if not words:
-        sys.exit(f"feed.py: error: {args.vocab}: no words in it")
     print(f"hardware: {hardware()}; load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         corpus, vocab = Path(tmp) / "corpus.txt", Path(tmp) / "vocab.txt"

@@ -34,10 +34,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from roberta_static.errors import RobertaStaticError
 
 if TYPE_CHECKING:
     from roberta_static import DistillConfig, StaticVectors
@@ -54,6 +57,24 @@ def positive(kind: type) -> Any:
         return value
 
     return parse
+
+
+def check_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Stop with argparse's one-line error when ``--corpus`` or ``--vocab`` has nothing to give."""
+    inputs = ((args.corpus, corpus_lines, "text"), (args.vocab, vocabulary_words, "words"))
+    for path, read, what in inputs:
+        if path and not Path(path).is_file():
+            parser.error(f"{path}: no such file")
+        if path and not read(path):
+            parser.error(f"{path}: no {what} in it")
+
+
+def one_line_errors(main: Callable[[], None]) -> None:
+    """Run a benchmark's ``main``: the library's errors (a bad option or model) end it in one line."""
+    try:
+        main()
+    except RobertaStaticError as error:
+        sys.exit(f"{Path(sys.argv[0]).name}: error: {error}")
 
 
 def peak_rss_mb() -> float:
@@ -250,7 +271,7 @@ def default_model() -> str:
 
 
 def write_corpus(
-    path: Path, repeat: int = 1, lines: int = 0, corpus: str | None = None
+    path: Path, repeat: int = 1, lines: int | None = None, corpus: str | None = None
 ) -> list[str]:
     text = corpus_lines(corpus)
     if lines:
@@ -298,18 +319,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--baseline-words", type=int, default=30)
+    parser.add_argument("--baseline-words", type=positive(int), default=30)
     parser.add_argument("--scaling", action="store_true", help="add the scaling runs")
     parser.add_argument("--scaling-only", action="store_true", help="only the scaling runs")
     parser.add_argument(
-        "--scaling-lines", type=int, default=1000, help="corpus lines per x1 of the scaling run"
+        "--scaling-lines",
+        type=positive(int),
+        default=1000,
+        help="corpus lines per x1 of the scaling run",
     )
     parser.add_argument(
         "--random-roberta-base",
         action="store_true",
         help="instead of --model: RobertaConfig() with random weights, BPE trained on the corpus",
     )
-    parser.add_argument("--peak-tflops", type=float, help="the device's peak, for model FLOP use")
+    parser.add_argument(
+        "--peak-tflops", type=positive(float), help="the device's peak, for model FLOP use"
+    )
     parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
     parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
     parser.add_argument(
@@ -321,6 +347,7 @@ def main() -> None:
     )
     parser.add_argument("--scaling-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    check_files(parser, args)
     model_path = args.model or (None if args.random_roberta_base else default_model())
     if args.scaling_child:
         scaling_child(model_path, args.scaling_child, args.scaling_lines)
@@ -344,6 +371,7 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file = Path(tmp) / "corpus.txt"
         lines = write_corpus(corpus_file, args.copies, corpus=args.corpus)
+        label = model_path or "random-weight roberta-base, byte-level BPE trained on the text"
         if model_path is None:
             model_path = build_random_roberta_base(Path(tmp) / "roberta-base-random", lines)
         words = vocabulary_words(args.vocab)
@@ -365,8 +393,13 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
 
     ours_wps = len(words) / ours_seconds
     original_wps = len(sample) / original_seconds
+    versus_original = (
+        f"(a)/(b) = {ours_wps / original_wps:.1f}x in vocabulary words/s"
+        if passes
+        else "(a)/(b): not measured, none of the sampled words occurs in the text"
+    )
     print(
-        f"model: {model_path}; layers {config.layers}, dtype {vectors.meta['model']['dtype']}, device {vectors.meta['model']['device']}"
+        f"model: {label}; layers {config.layers}, dtype {vectors.meta['model']['dtype']}, device {vectors.meta['model']['device']}"
     )
     print(
         f"corpus: the text x{args.copies}, {sum(len(line) + 1 for line in text):,} characters, {stats['sentences']:,} sentences; vocabulary {len(words):,} words; "
@@ -381,9 +414,7 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
     print(
         f"(c) encoder alone: {encoder_seconds:8.1f} s  {stats['tokens'] / encoder_seconds:9,.0f} model tokens/s on the same {len(batches):,} batches"
     )
-    print(
-        f"(a)/(b) = {ours_wps / original_wps:.1f}x in vocabulary words/s;  (a)/(c) = {encoder_seconds / ours_seconds:.2f}"
-    )
+    print(f"{versus_original};  (a)/(c) = {encoder_seconds / ours_seconds:.2f}")
     print(
         f"padding: {1 - stats['tokens'] / stats['padded_tokens']:.1%} of encoder tokens; sentences skipped (no entry left): "
         f"{stats['sentences_without_entries'] / stats['sentences']:.1%}; stopped early: {stats['stopped_early']}"
@@ -444,4 +475,4 @@ def scaling(model_path: str, lines: int) -> None:
 
 if __name__ == "__main__":
     np.seterr(all="ignore")
-    main()
+    one_line_errors(main)

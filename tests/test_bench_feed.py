@@ -1,5 +1,5 @@
-"""benchmarks/feed.py (and throughput.py): the simulated device, what worker processes import,
-arguments, the run-to-run figure."""
+"""The feed benchmarks (feed.py, throughput.py, encoder_phases.py): the simulated device, what
+worker processes import, bad arguments, the run-to-run figure."""
 
 import subprocess
 import sys
@@ -44,31 +44,46 @@ def test_importing_a_benchmark_that_runs_workers_imports_no_torch(script):
 
 
 @pytest.mark.parametrize(
-    ("arguments", "message"),
+    ("script", "arguments", "message"),
     [
-        (["--simulate-rate", "0"], "argument --simulate-rate: must be above 0, got 0"),
-        (["--simulate-rate", "-1"], "argument --simulate-rate: must be above 0, got -1"),
-        (["--workers", "1,0"], "argument --workers: must be above 0, got 0"),
-        (["--repeat", "0"], "argument --repeat: must be above 0, got 0"),
-        (["--corpus", "missing.txt"], "missing.txt: no such file"),
-        (["--vocab", "EMPTY"], "EMPTY: no words in it"),
+        ("feed", ["--simulate-rate", "0"], "argument --simulate-rate: must be above 0, got 0"),
+        ("feed", ["--simulate-rate", "-1"], "argument --simulate-rate: must be above 0, got -1"),
+        ("feed", ["--workers", "1,0"], "argument --workers: must be above 0, got 0"),
+        ("feed", ["--repeat", "0"], "argument --repeat: must be above 0, got 0"),
+        ("feed", ["--lines", "-1"], "argument --lines: must be above 0, got -1"),
+        ("feed", ["--corpus", "missing.txt"], "missing.txt: no such file"),
+        ("feed", ["--vocab", "EMPTY"], "EMPTY: no words in it"),
+        ("throughput", ["--copies", "0"], "argument --copies: must be above 0, got 0"),
+        (
+            "throughput",
+            ["--baseline-words", "0"],
+            "argument --baseline-words: must be above 0, got 0",
+        ),
+        ("throughput", ["--corpus", "EMPTY"], "EMPTY: no text in it"),
+        ("throughput", ["--vocab", "missing.txt"], "missing.txt: no such file"),
+        ("throughput", ["--corpus", "TEXT", "--workers", "0"], "workers: must be >= 1, got 0"),
+        ("encoder_phases", ["--repeat", "0"], "argument --repeat: must be above 0, got 0"),
+        ("encoder_phases", ["--lines", "-1"], "argument --lines: must be above 0, got -1"),
+        ("encoder_phases", ["--lines", "3", "--dtype", "bogus"], "dtype: expected one of"),
     ],
 )
-def test_bad_arguments_stop_feed_at_once_with_one_line(tmp_path, arguments, message):
-    empty = tmp_path / "empty.txt"
-    empty.write_text("")
-    arguments = [str(empty) if item == "EMPTY" else item for item in arguments]
-    message = message.replace("EMPTY", str(empty))
+def test_bad_arguments_stop_a_benchmark_at_once_with_one_line(tmp_path, script, arguments, message):
+    files = {"EMPTY": tmp_path / "empty.txt", "TEXT": tmp_path / "text.txt"}
+    files["EMPTY"].write_text("")
+    files["TEXT"].write_text("The cat sat on the mat.\n")
+    arguments = [str(files[item]) if item in files else item for item in arguments]
+    message = message.replace("EMPTY", str(files["EMPTY"]))
     run = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "feed.py"), *arguments],
+        [sys.executable, str(BENCHMARKS / f"{script}.py"), *arguments],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode != 0
-    assert run.stderr.strip().splitlines()[-1] == f"feed.py: error: {message}"
-    assert run.stdout == ""
+    assert run.stderr.strip().splitlines()[-1].startswith(f"{script}.py: error: {message}")
+    assert "Traceback" not in run.stderr
+    assert "(a)" not in run.stdout  # stopped before anything was measured
 
 
 def test_run_to_run_reports_the_cosine_and_largest_difference_between_two_runs():
