@@ -38,7 +38,7 @@ keeps the first lines of one copy), the SimLex-999 + WordSim-353 vocabulary, ``-
 (every occurrence).
 
 Usage: python benchmarks/feed.py [--workers 1,2] [--layers 1,12] [--simulate-rate 1e6]
-       [--repeat 1] [--copies 2] [--lines 0] [--max-contexts 0] [--corpus FILE] [--vocab FILE]
+       [--repeat 1] [--copies 2] [--lines N] [--max-contexts 0] [--corpus FILE] [--vocab FILE]
 """
 
 from __future__ import annotations
