@@ -15,11 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from gensim_corpus import lee_documents, wiki_paragraphs
 from quality import DATASETS, dataset_words, minilm_path
-from throughput import hardware
+from throughput import hardware, word_cosines
 
 from roberta_static import DistillConfig
 from roberta_static.api import distill_from_model
@@ -59,9 +58,7 @@ def main() -> None:
             )
             runs[dtype] = (vectors, scores)
     (full, full_scores), (half, half_scores) = runs["float32"], runs["bfloat16"]
-    assert full.words == half.words
-    a, b = full.vectors, half.vectors
-    cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    cosine = word_cosines(full, half)
     print(
         f"cosine(float32, bfloat16) per word: mean {cosine.mean():.5f}, "
         f"min {cosine.min():.5f} over {len(cosine):,} words"

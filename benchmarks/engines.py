@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from throughput import default_model, hardware, vocabulary_words, write_corpus
+from throughput import default_model, hardware, vocabulary_words, word_cosines, write_corpus
 
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.text.vocab import Vocabulary
@@ -42,8 +42,7 @@ def agreement(vectors: StaticVectors, reference: StaticVectors) -> str:
     """The smallest cosine between the two runs' vectors of each entry, and whether counts match."""
     if vectors.words != reference.words:
         return "different entries"
-    a, b = vectors.vectors.astype(np.float64), reference.vectors.astype(np.float64)
-    cosines = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    cosines = word_cosines(vectors, reference)
     same_counts = np.array_equal(vectors.counts, reference.counts)
     return f"min cosine {cosines.min():.7f}, counts {'identical' if same_counts else 'DIFFER'}"
 

@@ -433,17 +433,24 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
         print(run_to_run(vectors, again, stats["tokens"] / again_seconds))
 
 
-def run_to_run(first: StaticVectors, second: StaticVectors, rate: float) -> str:
-    """How far two runs of (a) on the same input lie apart: the device's run-to-run tolerance."""
-    assert first.words == second.words
+def word_cosines(first: StaticVectors, second: StaticVectors) -> np.ndarray:
+    """The cosine between each entry's two vectors, in float64; entries without one left out."""
+    if first.words != second.words:
+        raise ValueError("the two runs hold different entries")
     a, b = first.vectors.astype(np.float64), second.vectors.astype(np.float64)
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     found = norms > 0
-    cosine = (a * b).sum(1)[found] / norms[found]
+    return (a * b).sum(axis=1)[found] / norms[found]
+
+
+def run_to_run(first: StaticVectors, second: StaticVectors, rate: float) -> str:
+    """How far two runs of (a) on the same input lie apart: the device's run-to-run tolerance."""
+    cosine = word_cosines(first, second)
+    largest = np.abs(first.vectors.astype(np.float64) - second.vectors).max()
     return (
         f"run to run (a second (a), {rate:,.0f} model tokens/s): cosine per word mean "
-        f"{cosine.mean():.7f}, min {cosine.min():.7f} over {found.sum():,} words; largest "
-        f"coordinate difference {np.abs(a - b).max():.2e}"
+        f"{cosine.mean():.7f}, min {cosine.min():.7f} over {len(cosine):,} words; largest "
+        f"coordinate difference {largest:.2e}"
     )
 
 

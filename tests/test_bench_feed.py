@@ -100,3 +100,15 @@ def test_run_to_run_reports_the_cosine_and_largest_difference_between_two_runs()
     apart = run_to_run(first, turned, 1.0)
     assert "mean 0.5000000, min 0.0000000 over 2 words" in apart
     assert apart.endswith("difference 1.00e+00")
+
+
+def test_word_cosines_refuse_runs_of_different_entries():
+    from types import SimpleNamespace
+
+    from throughput import word_cosines
+
+    first = SimpleNamespace(words=["a", "b"], vectors=np.eye(2))
+    other = SimpleNamespace(words=["a", "c"], vectors=np.eye(2))
+    assert word_cosines(first, first).tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="different entries"):
+        word_cosines(first, other)
