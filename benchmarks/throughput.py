@@ -393,11 +393,6 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
 
     ours_wps = len(words) / ours_seconds
     original_wps = len(sample) / original_seconds
-    versus_original = (
-        f"(a)/(b) = {ours_wps / original_wps:.1f}x in vocabulary words/s"
-        if passes
-        else "(a)/(b): not measured, none of the sampled words occurs in the text"
-    )
     print(
         f"model: {label}; layers {config.layers}, dtype {vectors.meta['model']['dtype']}, device {vectors.meta['model']['device']}"
     )
@@ -414,7 +409,10 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
     print(
         f"(c) encoder alone: {encoder_seconds:8.1f} s  {stats['tokens'] / encoder_seconds:9,.0f} model tokens/s on the same {len(batches):,} batches"
     )
-    print(f"{versus_original};  (a)/(c) = {encoder_seconds / ours_seconds:.2f}")
+    print(
+        f"{versus_original(ours_wps, original_wps, passes)};  "
+        f"(a)/(c) = {encoder_seconds / ours_seconds:.2f}"
+    )
     print(
         f"padding: {1 - stats['tokens'] / stats['padded_tokens']:.1%} of encoder tokens; sentences skipped (no entry left): "
         f"{stats['sentences_without_entries'] / stats['sentences']:.1%}; stopped early: {stats['stopped_early']}"
@@ -431,6 +429,13 @@ def compare(model_path: str | None, args: argparse.Namespace) -> None:
     )
     if args.tolerance:
         print(run_to_run(vectors, again, stats["tokens"] / again_seconds))
+
+
+def versus_original(ours_wps: float, original_wps: float, passes: int) -> str:
+    """(a)/(b) in vocabulary words/s; not a ratio when (b)'s sampled words met no sentence."""
+    if not passes:
+        return "(a)/(b): not measured, none of the sampled words occurs in the text"
+    return f"(a)/(b) = {ours_wps / original_wps:.1f}x in vocabulary words/s"
 
 
 def word_cosines(first: StaticVectors, second: StaticVectors) -> np.ndarray:

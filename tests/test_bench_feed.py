@@ -59,6 +59,8 @@ def test_importing_a_benchmark_that_runs_workers_imports_no_torch(script):
             ["--baseline-words", "0"],
             "argument --baseline-words: must be above 0, got 0",
         ),
+        ("throughput", ["--scaling-lines", "0"], "argument --scaling-lines: must be above 0"),
+        ("throughput", ["--peak-tflops", "-1"], "argument --peak-tflops: must be above 0"),
         ("throughput", ["--corpus", "EMPTY"], "EMPTY: no text in it"),
         ("throughput", ["--vocab", "missing.txt"], "missing.txt: no such file"),
         ("throughput", ["--corpus", "TEXT", "--workers", "0"], "workers: must be >= 1, got 0"),
@@ -112,3 +114,10 @@ def test_word_cosines_refuse_runs_of_different_entries():
     assert word_cosines(first, first).tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="different entries"):
         word_cosines(first, other)
+
+
+def test_the_ratio_to_the_original_is_left_out_when_its_sample_met_no_sentence():
+    from throughput import versus_original
+
+    assert versus_original(30.0, 2.0, passes=5) == "(a)/(b) = 15.0x in vocabulary words/s"
+    assert "not measured" in versus_original(30.0, 900.0, passes=0)
