@@ -347,6 +347,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
     parser.add_argument("--task", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.max_contexts < 0:
+        parser.error(f"argument --max-contexts: must be 0 or more, got {args.max_contexts}")
     check_files(parser, args)
     return args
 
