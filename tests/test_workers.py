@@ -467,6 +467,31 @@ def test_a_finished_run_ends_its_ready_workers_and_does_not_wait_for_one_still_s
     assert ending < 4
 
 
+def test_an_error_ends_the_bridge_before_the_feeder_returns(roberta_dir, corpus_folder, vocab_file):
+    # A bridge left running could fail at the interpreter's exit, after the user's one-line error.
+    from roberta_static.engine.local import ProcessFeeder
+    from roberta_static.engine.producer import ProducerSetup
+    from roberta_static.model.encoder import Encoder
+
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+    corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
+    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    entered, built = threading.Event(), threading.Event()
+
+    def slow_producer():  # the bridge is still building its producer when the error comes
+        entered.set()
+        time.sleep(0.5)
+        built.set()
+        return setup.producer()
+
+    with pytest.raises(RuntimeError, match="an error in the pass"):
+        with ProcessFeeder(setup, 1, slow_producer) as feeder:
+            assert entered.wait(60)
+            raise RuntimeError("an error in the pass")
+    assert built.is_set()
+    assert not feeder.bridge.is_alive()
+
+
 def test_auto_workers_feed_a_gpu_from_its_spare_cores_and_leave_a_cpu_model_every_core(
     monkeypatch,
 ):

@@ -122,8 +122,10 @@ class ProcessFeeder:
     def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
         self.closed.set()
         self.setups.cancel_join_thread()  # a worker ended before it read its setup: no matter
+        # The bridge ends at its next poll, or at the next chunk of a shard in hand: left running,
+        # it could fail at the interpreter's exit, after the error the user has been shown.
+        self.bridge.join()
         if kind is None:  # every shard is done: the workers wait for their next task
-            self.bridge.join()  # at once: it waits for a task (or has ended)
             for _ in self.processes:
                 self.tasks.put(None)
             # A worker still starting holds nothing: waiting for its start-up would add seconds
@@ -134,7 +136,7 @@ class ProcessFeeder:
                     process.join(timeout=5)
         else:
             # A stop or an error: the workers hold nothing worth waiting for, and tasks they
-            # never read must not hold up this process's exit. The bridge ends at its next chunk.
+            # never read must not hold up this process's exit.
             self.tasks.cancel_join_thread()
         for process in self.processes:
             if process.is_alive():
