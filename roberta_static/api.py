@@ -74,6 +74,7 @@ def distill(
     if config is None:
         raise TypeError("distill() needs config=DistillConfig(model=...)")
     source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
+    _check_resumable(source, checkpointing, resume_from)
     if resume_from is not None and isinstance(source, Corpus):
         entries = vocabulary.entries if vocabulary is not None else None
         check_resume(resume_from, config, source.files, entries)
@@ -82,10 +83,21 @@ def distill(
     else:
         for device in config.devices:  # before the model loads
             resolve_device(device)
-    model, tokenizer = load_pretrained(config)
-    return distill_from_model(
-        model, tokenizer, source, vocabulary, config, progress, checkpointing, resume_from
-    )
+    config = _workers_resolved(config)
+    engine = engine_for(config, source)
+    with engine.start(checkpointing):  # worker processes start while the model loads
+        model, tokenizer = load_pretrained(config)
+        return _distill_loaded(
+            engine,
+            model,
+            tokenizer,
+            source,
+            vocabulary,
+            config,
+            progress,
+            checkpointing,
+            resume_from,
+        )
 
 
 def resolve_inputs(
@@ -142,10 +154,45 @@ def distill_from_model(
     ``resume_from``, the run continues from a saved state and gives the same vectors as a run that
     was never stopped.
     """
+    _check_resumable(corpus, checkpointing, resume_from)
+    config = _workers_resolved(config)
+    engine = engine_for(config, corpus)
+    with engine.start(checkpointing):  # worker processes start while the encoder is built
+        return _distill_loaded(
+            engine, model, tokenizer, corpus, vocab, config, progress, checkpointing, resume_from
+        )
+
+
+def _check_resumable(
+    corpus: Corpus | TextCorpus,
+    checkpointing: Checkpointing | None,
+    resume_from: Checkpoint | None,
+) -> None:
     if isinstance(corpus, TextCorpus) and (checkpointing or resume_from):
         raise ConfigError(
             "checkpoints and resume need corpus files; texts in memory cannot be resumed"
         )
+
+
+def _workers_resolved(config: DistillConfig) -> DistillConfig:
+    """``config`` with ``workers="auto"`` made a count for the first device (local engine)."""
+    if config.workers is None and config.engine == "local":
+        return config.replace(workers=auto_workers(resolve_device(config.devices[0]).type))
+    return config
+
+
+def _distill_loaded(
+    engine: Engine,
+    model: Any,
+    tokenizer: Any,
+    corpus: Corpus | TextCorpus,
+    vocab: Vocabulary | None,
+    config: DistillConfig,
+    progress: ProgressCallback | None,
+    checkpointing: Checkpointing | None,
+    resume_from: Checkpoint | None,
+) -> StaticVectors:
+    """The pass of :func:`distill_from_model`, on ``engine`` (started)."""
     started = time.perf_counter()
     encoder = Encoder(model, tokenizer, config)
     if config.pca is not None and config.pca > encoder.output_dim(config.combine):
@@ -159,12 +206,10 @@ def distill_from_model(
         vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
     elif vocab is None:
         vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
-    if config.workers is None and config.engine == "local":
-        config = config.replace(workers=auto_workers(encoder.device.type))
     job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
     report(_plan(len(vocab), job.dim, encoder))
     resumed = resume_from.state if resume_from is not None else None
-    state = engine_for(config, corpus).run(job, resumed, checkpointing, report)
+    state = engine.run(job, resumed, checkpointing, report)
     return _vectors(job, state, started)
 
 
@@ -359,5 +404,5 @@ def engine_for(config: DistillConfig, corpus: Corpus | TextCorpus) -> Engine:
         return RayEngine()
     parallel = (config.workers or 1) > 1 or len(config.devices) > 1
     if parallel and isinstance(corpus, Corpus):
-        return LocalEngine()
+        return LocalEngine(config)
     return SerialEngine()

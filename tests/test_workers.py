@@ -126,17 +126,15 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
 
     from worker_probe import probe
 
-    from roberta_static.engine.producer import ProducerSetup
+    from roberta_static.engine.producer import ProducerSetup, needs_torch
     from roberta_static.model.encoder import Encoder
 
     config = DistillConfig(model=str(roberta_dir), layers="1")
     model, tokenizer = load_pretrained(config)
     corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
     setup = ProducerSetup.of(Encoder(model, tokenizer, config), corpus, vocab, config)
-    assert not setup.needs_torch
-    assert ProducerSetup(
-        **{**setup.__dict__, "config": {**setup.config, "spacy_model": "x"}}
-    ).needs_torch
+    assert not needs_torch(config)
+    assert needs_torch(config.replace(spacy_model="x"))
     shard = plan_shards(corpus.files)[0]
     # A process spawned as the local engine spawns its workers, fed by the same queues.
     context = multiprocessing.get_context("spawn")
@@ -425,7 +423,8 @@ def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_
         def is_set(self) -> bool:
             return feeder.ready.is_set()
 
-    with ProcessFeeder(setup, 1, bridge_producer) as feeder:
+    with ProcessFeeder(1, without_torch=True) as feeder:
+        feeder.serve(setup, bridge_producer)
         feeder.submit(("encode", 0, fresh()))
         received = [feeder.receive(None)[2]]  # a worker takes seconds to start: the bridge's
         assert len(bridged) == 1
@@ -455,7 +454,8 @@ def test_a_finished_run_ends_its_ready_workers_and_does_not_wait_for_one_still_s
     setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
     stuck = StuckSetup(**setup.__dict__, claimed=str(tmp_path / "claimed"))
     shard = plan_shards(corpus.files)[0]
-    with ProcessFeeder(stuck, 2, setup.producer) as feeder:
+    with ProcessFeeder(2, without_torch=True) as feeder:
+        feeder.serve(stuck, setup.producer)
         while not feeder.ready.is_set():  # count tasks until the first worker is ready
             feeder.submit(("count", 0, shard))
             assert feeder.receive(None)[0] == "counted"
@@ -485,11 +485,69 @@ def test_an_error_ends_the_bridge_before_the_feeder_returns(roberta_dir, corpus_
         return setup.producer()
 
     with pytest.raises(RuntimeError, match="an error in the pass"):
-        with ProcessFeeder(setup, 1, slow_producer) as feeder:
+        with ProcessFeeder(1, without_torch=True) as feeder:
+            feeder.serve(setup, slow_producer)
             assert entered.wait(60)
             raise RuntimeError("an error in the pass")
     assert built.is_set()
     assert not feeder.bridge.is_alive()
+
+
+def test_worker_processes_start_before_the_model_loads_and_end_if_it_fails(
+    roberta_dir, corpus_folder, vocab_file, monkeypatch
+):
+    # They take seconds to start (spaCy's imports): started first, they are ready by the pass.
+    import multiprocessing
+
+    from roberta_static.errors import ModelLoadError
+
+    config = DistillConfig(model=str(roberta_dir), layers="1", workers=2)
+    before = set(multiprocessing.active_children())
+    alive_at_load = []
+
+    def failing_load(config):
+        alive_at_load.append(set(multiprocessing.active_children()) - before)
+        raise ModelLoadError(f"{config.model}: a load that fails")
+
+    monkeypatch.setattr("roberta_static.api.load_pretrained", failing_load)
+    with pytest.raises(ModelLoadError, match="a load that fails"):
+        distill(corpus_folder, vocab_file, config)
+    assert len(alive_at_load[0]) == 2
+    assert all(not process.is_alive() for process in alive_at_load[0])
+
+
+def test_a_worker_process_sends_all_its_messages_then_exits_without_teardown(
+    roberta_dir, corpus_folder, vocab_file, tmp_path
+):
+    # A spawned interpreter's teardown (spaCy's modules) is time the end of a run would wait.
+    import multiprocessing
+
+    from worker_probe import probe_exit
+
+    from roberta_static.engine.producer import ProducerSetup
+    from roberta_static.model.encoder import Encoder
+
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+    corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
+    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    shards = plan_shards(corpus.files)
+    context = multiprocessing.get_context("spawn")
+    setups, tasks, results = context.Queue(), context.Queue(), context.Queue()
+    setups.put(setup)
+    for index, shard in enumerate(shards):
+        tasks.put(("count", index, shard))
+    tasks.put(None)
+    torn_down = tmp_path / "torn-down"
+    worker = context.Process(target=probe_exit, args=(setups, tasks, results, torn_down))
+    worker.start()
+    worker.join(timeout=120)
+    assert worker.exitcode == 0
+    messages = [results.get(timeout=10) for _ in range(len(shards) + 1)]
+    assert messages[0][0] == "ready"
+    assert [message[:2] for message in messages[1:]] == [
+        ("counted", index) for index in range(len(shards))
+    ]
+    assert not torn_down.exists()  # the interpreter's exit handlers never ran
 
 
 def test_auto_workers_feed_a_gpu_from_its_spare_cores_and_leave_a_cpu_model_every_core(

@@ -1,5 +1,6 @@
-"""A worker process for tests: :func:`~roberta_static.engine.worker.worker_main`, then whether it
-imported torch.
+"""Worker processes for tests: :func:`~roberta_static.engine.worker.worker_main`, then whether it
+imported torch; :func:`~roberta_static.engine.worker.worker_process`, and whether its exit tore
+the interpreter down.
 
 It imports nothing but the worker module, so a process spawned to run :func:`probe` starts as the
 local engine's workers do.
@@ -7,13 +8,21 @@ local engine's workers do.
 
 from __future__ import annotations
 
+import atexit
 import sys
+from pathlib import Path
 from typing import Any
 
-from roberta_static.engine.worker import worker_main
+from roberta_static.engine.worker import worker_main, worker_process
 
 
 def probe(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
     """Serve the tasks as a worker does, then send ``("torch", -1, imported)``."""
     worker_main(setups, tasks, results, without_torch)
     results.put(("torch", -1, sys.modules.get("torch") is not None))
+
+
+def probe_exit(setups: Any, tasks: Any, results: Any, torn_down: Path) -> None:
+    """A worker process's whole life; ``torn_down`` is created if its interpreter's exit runs."""
+    atexit.register(torn_down.touch)
+    worker_process(setups, tasks, results, without_torch=True)

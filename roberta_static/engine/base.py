@@ -7,6 +7,7 @@ from, whichever engine saved it, and returns the state at the pass's end.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +55,13 @@ class Job:
 
 class Engine(Protocol):
     """Runs a pass; the serial, local and Ray engines implement it."""
+
+    def start(self, stopping: Checkpointing | None) -> AbstractContextManager[None]:
+        """What the engine starts before the model loads (worker processes), ended on exit.
+
+        :meth:`run` runs inside it.
+        """
+        ...
 
     def run(
         self,

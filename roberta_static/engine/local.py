@@ -24,23 +24,40 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from functools import partial
 from typing import Any
 
+from ..config import DistillConfig
 from ..model.encoder import Encoder
 from ..model.threads import torch_threads
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from .base import Job
 from .feeding import FedPass, FeederClosed, put_unless_closed, raise_failure
-from .producer import Producer, ProducerSetup
+from .producer import Producer, ProducerSetup, needs_torch
 from .sharding import fresh_shards
 from .state import PassState
-from .worker import Message, serve, worker_main
+from .worker import Message, serve, worker_process
 
 _POLL_SECONDS = 0.1
 _BRIDGE_POLL_SECONDS = 0.01  # while the bridge runs, its chunks wait at most this long
 
 
 class LocalEngine:
-    """A pass with ``workers`` processes feeding one encoder per device of this machine."""
+    """A pass with ``workers`` processes feeding one encoder per device of this machine.
+
+    The worker processes take seconds to start (each imports spaCy): :meth:`start` begins them
+    before the model loads, so they are ready when the pass begins.
+    """
+
+    def __init__(self, config: DistillConfig) -> None:
+        self.feeder = ProcessFeeder(config.workers or 1, without_torch=not needs_torch(config))
+
+    @contextmanager
+    def start(self, stopping: Checkpointing | None) -> Iterator[None]:
+        """Start the worker processes; they end when the body does."""
+        with ExitStack() as stack:
+            # A stop while the processes start would cut their start short: it waits for them.
+            with stopping.uninterrupted() if stopping is not None else nullcontext():
+                stack.enter_context(self.feeder)
+            yield
 
     def run(
         self,
@@ -49,21 +66,18 @@ class LocalEngine:
         stopping: Checkpointing | None,
         progress: ProgressCallback,
     ) -> PassState:
-        """See :class:`~.base.Engine`."""
+        """See :class:`~.base.Engine`; inside :meth:`start`."""
         config = job.config
         encoders = [job.encoder] + [
             Encoder(copy.deepcopy(job.model), job.tokenizer, config.replace(device=device))
             for device in config.devices[1:]
         ]
-        workers = config.workers or 1
         on_cpu = any(encoder.device.type == "cpu" for encoder in encoders)
         setup = ProducerSetup.of(job.encoder, job.corpus, job.vocab, config)
-        with torch_threads(on_cpu, cores_taken=workers), ExitStack() as stack:
-            # A stop while the workers start would cut their setup short: it waits for them.
-            with stopping.uninterrupted() if stopping is not None else nullcontext():
-                feeder = stack.enter_context(ProcessFeeder(setup, workers, job.producer))
+        self.feeder.serve(setup, job.producer)
+        with torch_threads(on_cpu, cores_taken=len(self.feeder.processes)):
             saver = job.saver(stopping, resume)
-            fed = FedPass(job, encoders, feeder, progress, saver, pooled=True)
+            fed = FedPass(job, encoders, self.feeder, progress, saver, pooled=True)
             state = resume or PassState.empty(
                 job.dim, fresh_shards(job.corpus, len(job.vocab), config, fed.count)
             )
@@ -74,39 +88,35 @@ class ProcessFeeder:
     """Worker processes taking shard tasks from one queue and sending results on another.
 
     Workers take seconds to start (each imports spaCy, and torch where the segmenter may need
-    it, and loads the segmenter). Until one is ready, a thread of this process, the bridge, serves
-    the tasks with a producer of its own (built by ``producer``), so the encoder starts as soon as
-    in one process. Once a worker is ready, the bridge ends after the chunk in hand, and a worker
-    reads the rest of its shard.
+    it), so they start on ``with``, and wait for their setup until :meth:`serve`. Until one is
+    ready, a thread of this process, the bridge, serves the tasks with a producer of its own
+    (built by ``producer``), so the encoder starts as soon as in one process. Once a worker is
+    ready, the bridge ends after the chunk in hand, and a worker reads the rest of its shard.
     """
 
-    def __init__(self, setup: ProducerSetup, count: int, producer: Callable[[], Producer]) -> None:
+    def __init__(self, count: int, without_torch: bool) -> None:
         context = multiprocessing.get_context("spawn")  # fork would copy torch's threads
         self.tasks = context.Queue()
-        # The setup (the tokenizer's 0.5 MB) goes by queue, not as an argument: ``start`` writes
-        # its arguments to a pipe the new process reads only once it has imported torch and
-        # spaCy, so each start would wait seconds for it, one process after another.
+        # The setup (the tokenizer's 0.5 MB) goes by queue, not as an argument: the processes
+        # start before the model that makes it is loaded (and ``start`` writes its arguments to
+        # a pipe the new process reads only once it has imported what they need).
         self.setups = context.Queue()
-        for _ in range(count):
-            self.setups.put(setup)
         self.results = context.Queue(maxsize=4 * count)
         self.processes = [
             context.Process(
-                target=worker_main,
-                args=(self.setups, self.tasks, self.results, not setup.needs_torch),
+                target=worker_process,
+                args=(self.setups, self.tasks, self.results, without_torch),
                 daemon=True,
             )
             for _ in range(count)
         ]
-        self.entries = len(setup.entries)
+        self.entries = 0
         self.ready = threading.Event()  # a worker has built its producer
         self.started: set[int] = set()  # the process ids of the ready workers
         self.closed = threading.Event()
         self.bridged: queue.Queue[Message] = queue.Queue(maxsize=2)
         self.waiting: deque[Message] = deque()
-        self.bridge = threading.Thread(
-            target=self._bridge, args=(producer,), name="roberta-static-bridge", daemon=True
-        )
+        self.bridge: threading.Thread | None = None
 
     def __enter__(self) -> ProcessFeeder:
         # Workers run no model: one thread each, so N workers and the encoder share the cores.
@@ -116,24 +126,27 @@ class ProcessFeeder:
         with threads, _interrupts_held():
             for process in self.processes:
                 process.start()
-        self.bridge.start()
         return self
+
+    def serve(self, setup: ProducerSetup, producer: Callable[[], Producer]) -> None:
+        """Send the workers their setup and serve tasks from now on (the bridge starts)."""
+        for _ in self.processes:
+            self.setups.put(setup)
+        self.entries = len(setup.entries)
+        self.bridge = threading.Thread(
+            target=self._bridge, args=(producer,), name="roberta-static-bridge", daemon=True
+        )
+        self.bridge.start()
 
     def __exit__(self, kind: type[BaseException] | None, *exc_info: object) -> None:
         self.closed.set()
         self.setups.cancel_join_thread()  # a worker ended before it read its setup: no matter
         # The bridge ends at its next poll, or at the next chunk of a shard in hand: left running,
         # it could fail at the interpreter's exit, after the error the user has been shown.
-        self.bridge.join()
+        if self.bridge is not None:
+            self.bridge.join()
         if kind is None:  # every shard is done: the workers wait for their next task
-            for _ in self.processes:
-                self.tasks.put(None)
-            # A worker still starting holds nothing: waiting for its start-up would add seconds
-            # to a short run. It is ended below, once the ready ones have taken their ends (one
-            # ended while it waits on the task queue would keep the queue's lock from the rest).
-            for process in self.processes:
-                if process.pid in self.started:
-                    process.join(timeout=5)
+            self._end_ready_workers()
         else:
             # A stop or an error: the workers hold nothing worth waiting for, and tasks they
             # never read must not hold up this process's exit.
@@ -142,6 +155,19 @@ class ProcessFeeder:
             if process.is_alive():
                 process.terminate()
                 process.join()
+
+    def _end_ready_workers(self) -> None:
+        """Send every worker its end, and wait for those that are ready to take it.
+
+        A worker still starting holds nothing: waiting for its start-up would add seconds to a
+        short run. It is ended after this, once the ready ones have taken their ends (one ended
+        while it waits on the task queue would keep the queue's lock from the rest).
+        """
+        for _ in self.processes:
+            self.tasks.put(None)
+        for process in self.processes:
+            if process.pid in self.started:
+                process.join(timeout=5)
 
     def submit(self, task: Message) -> None:
         """Queue a task."""
@@ -158,7 +184,7 @@ class ProcessFeeder:
 
     def _collect(self) -> None:
         """Wait a moment for the workers' next message; take the bridge's messages meanwhile."""
-        bridging = self.bridge.is_alive()
+        bridging = self.bridge is not None and self.bridge.is_alive()
         try:
             message = self.results.get(timeout=_BRIDGE_POLL_SECONDS if bridging else _POLL_SECONDS)
         except queue.Empty:

@@ -164,15 +164,6 @@ class ProducerSetup:
             config=config.to_dict(),
         )
 
-    @property
-    def needs_torch(self) -> bool:
-        """Whether the producer may need torch.
-
-        A spaCy pipeline loaded by name may hold models that run on it (spacy-transformers); the
-        blank pipeline and the ``tokenizers`` library do not.
-        """
-        return self.config["spacy_model"] is not None
-
     def producer(self) -> Producer:
         """The CPU side over this corpus: segmenter, matcher, subword encoder."""
         from tokenizers import Tokenizer
@@ -185,6 +176,15 @@ class ProducerSetup:
         )
         corpus = Corpus(self.files, config.text_field)
         return Producer(nlp, matcher, subwords, self.batch_tokens, corpus, config)
+
+
+def needs_torch(config: DistillConfig) -> bool:
+    """Whether a producer of ``config`` may need torch.
+
+    A spaCy pipeline loaded by name may hold models that run on it (spacy-transformers); the
+    blank pipeline and the ``tokenizers`` library do not.
+    """
+    return config.spacy_model is not None
 
 
 def take_contexts(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
 
@@ -29,6 +30,10 @@ _CHUNKS_AHEAD = 2
 
 class SerialEngine:
     """A pass in this process: one shard after another, in corpus order."""
+
+    def start(self, stopping: Checkpointing | None) -> AbstractContextManager[None]:
+        """See :class:`~..base.Engine`: nothing to start before the model loads."""
+        return nullcontext()
 
     def run(
         self,

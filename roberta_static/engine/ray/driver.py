@@ -29,7 +29,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -342,6 +342,10 @@ class _Progress:
 
 class RayEngine:
     """A pass on a Ray cluster: shard tasks feed encoder actors, shards merge in order."""
+
+    def start(self, stopping: Checkpointing | None) -> AbstractContextManager[None]:
+        """See :class:`~...base.Engine`: nothing to start before the model loads."""
+        return nullcontext()
 
     def run(
         self,
