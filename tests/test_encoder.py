@@ -60,6 +60,17 @@ def test_not_a_model(tmp_path):
         load_pretrained(DistillConfig(model=str(tmp_path / "notes.txt")))
 
 
+def test_a_damaged_weights_file_is_a_one_line_error(roberta_dir, tmp_path):
+    for source in roberta_dir.iterdir():
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(
+        ModelLoadError, match=f"{tmp_path}: cannot load a model \\(Error while deserializing header"
+    ):
+        load_pretrained(DistillConfig(model=str(tmp_path)))
+
+
 def test_pickled_weights_need_opt_in(roberta_dir, tmp_path):
     for source in roberta_dir.iterdir():
         if source.name != "model.safetensors":

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
 from torch import nn
 
 from ..config import DistillConfig
@@ -98,7 +99,7 @@ def _load_errors(name: str) -> Iterator[None]:
     """Turn transformers' errors while loading ``name`` into one-line :class:`ModelLoadError`."""
     try:
         yield
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, SafetensorError) as error:
         if "trust_remote_code" in str(error):
             raise ModelLoadError(
                 f"{name}: the model contains custom code, which runs when it loads; "
