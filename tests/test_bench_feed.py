@@ -1,5 +1,5 @@
-"""The feed benchmarks (feed.py, throughput.py, encoder_phases.py): the simulated device, what
-worker processes import, bad arguments, the run-to-run figure."""
+"""The feed benchmarks (feed.py, throughput.py, encoder_phases.py, start_up.py): the simulated
+device, what worker processes import, bad arguments, the run-to-run figure, a comparison of trees."""
 
 import subprocess
 import sys
@@ -32,7 +32,7 @@ def test_the_simulated_device_takes_real_tokens_over_rate_per_forward(mask, real
     assert time.perf_counter() - start >= real / 100.0
 
 
-@pytest.mark.parametrize("script", ["feed", "throughput"])
+@pytest.mark.parametrize("script", ["feed", "throughput", "start_up"])
 def test_importing_a_benchmark_that_runs_workers_imports_no_torch(script):
     # Spawned worker processes import the benchmark's main module; distill's workers keep torch
     # out, and the benchmark must not bring it back in.
@@ -55,6 +55,8 @@ def test_importing_a_benchmark_that_runs_workers_imports_no_torch(script):
         ("feed", ["--corpus", "missing.txt"], "missing.txt: no such file"),
         ("feed", ["--vocab", "EMPTY"], "EMPTY: no words in it"),
         ("throughput", ["--copies", "0"], "argument --copies: must be above 0, got 0"),
+        ("start_up", ["--repeat", "0"], "argument --repeat: must be above 0, got 0"),
+        ("start_up", ["--against", "missing"], "argument --against: missing holds no roberta_st"),
         (
             "throughput",
             ["--baseline-words", "0"],
@@ -122,3 +124,22 @@ def test_the_ratio_to_the_original_is_left_out_when_its_sample_met_no_sentence()
 
     assert versus_original(30.0, 2.0, passes=5) == "(a)/(b) = 15.0x in vocabulary words/s"
     assert "not measured" in versus_original(30.0, 900.0, passes=0)
+
+
+def test_start_up_times_distill_with_this_tree_and_another(roberta_dir):
+    # Each run is a fresh process with the tree's library first on its path.
+    arguments = ["--model", str(roberta_dir), "--lines", "20", "--copies", "1", "--repeat", "1"]
+    arguments += ["--workers", "2", "--against", str(BENCHMARKS.parent)]
+    done = subprocess.run(
+        [sys.executable, "start_up.py", *arguments],
+        cwd=BENCHMARKS,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    runs = [line for line in done.stdout.splitlines() if "(model load included)" in line]
+    assert [line.split("  ")[0] for line in runs] == [
+        "--workers 2, this tree",
+        f"--workers 2, {BENCHMARKS.parent.name}",
+    ]
+    assert "medians of 1 rounds:" in done.stdout
