@@ -331,13 +331,8 @@ def summarize(runs: dict[tuple, list[dict[str, Any]]], best: dict[tuple, dict[st
         print(f"{name(*key):42} {describe(best[key])}  median {median:,.0f} tokens/s")
 
 
-def arguments() -> argparse.Namespace:
-    """The command line, checked."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=count_list, default="1,2", help="1: one process")
-    parser.add_argument("--layers", type=count_list, default="1,12", help="near-free depths")
-    parser.add_argument("--simulate-rate", type=positive(float), default=1e6, help="tokens/s")
-    parser.add_argument("--repeat", type=positive(int), default=1, help="runs of each")
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """The options that pick the input (shared with ``start_up.py``), and the hidden ``--task``."""
     parser.add_argument("--copies", type=positive(int), default=2, help="copies of the text")
     parser.add_argument(
         "--lines", type=positive(int), help="first lines of one copy (default: all)"
@@ -346,10 +341,25 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
     parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
     parser.add_argument("--task", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+
+
+def check_input_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Stop at once, in argparse's one line, on input options that cannot work."""
     if args.max_contexts < 0:
         parser.error(f"argument --max-contexts: must be 0 or more, got {args.max_contexts}")
     check_files(parser, args)
+
+
+def arguments() -> argparse.Namespace:
+    """The command line, checked."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=count_list, default="1,2", help="1: one process")
+    parser.add_argument("--layers", type=count_list, default="1,12", help="near-free depths")
+    parser.add_argument("--simulate-rate", type=positive(float), default=1e6, help="tokens/s")
+    parser.add_argument("--repeat", type=positive(int), default=1, help="runs of each")
+    add_input_options(parser)
+    args = parser.parse_args()
+    check_input_options(parser, args)
     return args
 
 

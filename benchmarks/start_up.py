@@ -31,15 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from feed import build_near_free, count_list
-from throughput import (
-    check_files,
-    default_model,
-    hardware,
-    positive,
-    vocabulary_words,
-    write_corpus,
-)
+from feed import add_input_options, build_near_free, check_input_options, count_list
+from throughput import default_model, hardware, positive, vocabulary_words, write_corpus
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
@@ -96,18 +89,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--repeat", type=positive(int), default=3, help="rounds")
     parser.add_argument("--against", help="another checkout of this repository to compare with")
     parser.add_argument("--model", help="a model folder instead of the near-free encoder")
-    parser.add_argument("--copies", type=positive(int), default=2, help="copies of the text")
-    parser.add_argument("--lines", type=positive(int), help="first lines of one copy")
-    parser.add_argument("--max-contexts", type=int, default=0, help="0: every occurrence")
-    parser.add_argument("--corpus", help="a text file instead of gensim's Wikipedia + Lee text")
-    parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
-    parser.add_argument("--task", help=argparse.SUPPRESS)
+    add_input_options(parser)
     args = parser.parse_args()
-    if args.max_contexts < 0:
-        parser.error(f"argument --max-contexts: must be 0 or more, got {args.max_contexts}")
     if args.against and not (Path(args.against) / "roberta_static").is_dir():
         parser.error(f"argument --against: {args.against} holds no roberta_static package")
-    check_files(parser, args)
+    check_input_options(parser, args)
     return args
 
 

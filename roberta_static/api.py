@@ -168,6 +168,7 @@ def _check_resumable(
     checkpointing: Checkpointing | None,
     resume_from: Checkpoint | None,
 ) -> None:
+    """Refuse checkpoints and resume for texts in memory, before anything loads or starts."""
     if isinstance(corpus, TextCorpus) and (checkpointing or resume_from):
         raise ConfigError(
             "checkpoints and resume need corpus files; texts in memory cannot be resumed"
