@@ -141,6 +141,13 @@ def test_empty_corpus_is_an_error(roberta_dir, vocab_file, tmp_path):
         distill(empty, vocab_file, DistillConfig(model=str(roberta_dir), layers="1"))
 
 
+def test_a_corpus_without_a_byte_is_refused_before_the_model_loads(vocab_file, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    with pytest.raises(CorpusError, match=f"{empty}: corpus holds no text"):
+        distill(empty, vocab_file, DistillConfig(model=str(tmp_path / "no-model-here")))
+
+
 def test_no_entry_found_is_an_error(roberta_dir, corpus_file):
     vocab = Vocabulary.from_entries(["zebra"])
     with pytest.raises(VocabError, match="none of the 1 vocabulary entries"):

@@ -75,15 +75,25 @@ def is_compressed(path: Path) -> bool:
 
 
 def check_readable(files: Iterable[Path]) -> None:
-    """Read the first bytes of each file, so a mislabelled or damaged header fails before a run.
+    """Read each file's first byte: a bad header, or a corpus without a byte, fails before a run.
 
     Raises:
-        CorpusError: A file cannot be opened, or a ``.gz``/``.bz2``/``.xz`` file is not one.
+        CorpusError: A file cannot be opened, a ``.gz``/``.bz2``/``.xz`` file is not one, or no
+            file holds a byte.
 
     """
+    files = list(files)
+    empty = True
     for path in files:
         with _read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
-            stream.read(1)
+            empty = empty and not stream.read(1)
+    if files and empty:
+        raise CorpusError(f"{corpus_name(files)}: corpus holds no text")
+
+
+def corpus_name(files: list[Path]) -> str:
+    """How messages name a corpus: its file, or how many files it has."""
+    return str(files[0]) if len(files) == 1 else f"{len(files)} corpus files"
 
 
 def is_jsonl(path: Path) -> bool:
@@ -146,7 +156,7 @@ class Corpus:
         return (text for text, _ in self.units())
 
     def __str__(self) -> str:
-        return str(self.files[0]) if len(self.files) == 1 else f"{len(self.files)} corpus files"
+        return corpus_name(self.files)
 
     def describe(self) -> list[dict[str, Any]]:
         """Path and size of each file, for ``meta.json``."""
