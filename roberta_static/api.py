@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,6 @@ def distill(
     if config is None:
         raise TypeError("distill() needs config=DistillConfig(model=...)")
     source, vocabulary = resolve_inputs(corpus, vocab, config, texts)
-    _check_resumable(source, checkpointing, resume_from)
     if resume_from is not None and isinstance(source, Corpus):
         entries = vocabulary.entries if vocabulary is not None else None
         check_resume(resume_from, config, source.files, entries)
@@ -83,21 +83,8 @@ def distill(
     else:
         for device in config.devices:  # before the model loads
             resolve_device(device)
-    config = _workers_resolved(config)
-    engine = engine_for(config, source)
-    with engine.start(checkpointing):  # worker processes start while the model loads
-        model, tokenizer = load_pretrained(config)
-        return _distill_loaded(
-            engine,
-            model,
-            tokenizer,
-            source,
-            vocabulary,
-            config,
-            progress,
-            checkpointing,
-            resume_from,
-        )
+    load = partial(load_pretrained, config)
+    return _distill(load, source, vocabulary, config, progress, checkpointing, resume_from)
 
 
 def resolve_inputs(
@@ -154,13 +141,11 @@ def distill_from_model(
     ``resume_from``, the run continues from a saved state and gives the same vectors as a run that
     was never stopped.
     """
-    _check_resumable(corpus, checkpointing, resume_from)
-    config = _workers_resolved(config)
-    engine = engine_for(config, corpus)
-    with engine.start(checkpointing):  # worker processes start while the encoder is built
-        return _distill_loaded(
-            engine, model, tokenizer, corpus, vocab, config, progress, checkpointing, resume_from
-        )
+
+    def loaded() -> tuple[Any, Any]:
+        return model, tokenizer
+
+    return _distill(loaded, corpus, vocab, config, progress, checkpointing, resume_from)
 
 
 def _check_resumable(
@@ -182,10 +167,8 @@ def _workers_resolved(config: DistillConfig) -> DistillConfig:
     return config
 
 
-def _distill_loaded(
-    engine: Engine,
-    model: Any,
-    tokenizer: Any,
+def _distill(
+    load: Callable[[], tuple[Any, Any]],
     corpus: Corpus | TextCorpus,
     vocab: Vocabulary | None,
     config: DistillConfig,
@@ -193,24 +176,33 @@ def _distill_loaded(
     checkpointing: Checkpointing | None,
     resume_from: Checkpoint | None,
 ) -> StaticVectors:
-    """The pass of :func:`distill_from_model`, on ``engine`` (started)."""
-    started = time.perf_counter()
-    encoder = Encoder(model, tokenizer, config)
-    if config.pca is not None and config.pca > encoder.output_dim(config.combine):
-        raise ConfigError(
-            f"{config.pca} exceeds the vectors' width {encoder.output_dim(config.combine)}",
-            field="pca",
-        )
-    nlp = load_segmenter(config.lang, config.spacy_model)
-    report = progress or (lambda _: None)
-    if resume_from is not None:
-        vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
-    elif vocab is None:
-        vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
-    job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
-    report(_plan(len(vocab), job.dim, encoder))
-    resumed = resume_from.state if resume_from is not None else None
-    state = engine.run(job, resumed, checkpointing, report)
+    """The pass, with the model and tokenizer ``load`` gives.
+
+    The engine starts first: its worker processes (seconds of imports) start while the model
+    loads, or while :class:`Encoder` moves it to the device.
+    """
+    _check_resumable(corpus, checkpointing, resume_from)
+    config = _workers_resolved(config)
+    engine = engine_for(config, corpus)
+    with engine.start(checkpointing):
+        model, tokenizer = load()
+        started = time.perf_counter()
+        encoder = Encoder(model, tokenizer, config)
+        if config.pca is not None and config.pca > encoder.output_dim(config.combine):
+            raise ConfigError(
+                f"{config.pca} exceeds the vectors' width {encoder.output_dim(config.combine)}",
+                field="pca",
+            )
+        nlp = load_segmenter(config.lang, config.spacy_model)
+        report = progress or (lambda _: None)
+        if resume_from is not None:
+            vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
+        elif vocab is None:
+            vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
+        job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
+        report(_plan(len(vocab), job.dim, encoder))
+        resumed = resume_from.state if resume_from is not None else None
+        state = engine.run(job, resumed, checkpointing, report)
     return _vectors(job, state, started)
 
 
