@@ -110,7 +110,6 @@ class ProcessFeeder:
             )
             for _ in range(count)
         ]
-        self.entries = 0
         self.ready = threading.Event()  # a worker has built its producer
         self.started: set[int] = set()  # the process ids of the ready workers
         self.closed = threading.Event()
@@ -132,9 +131,11 @@ class ProcessFeeder:
         """Send the workers their setup and serve tasks from now on (the bridge starts)."""
         for _ in self.processes:
             self.setups.put(setup)
-        self.entries = len(setup.entries)
         self.bridge = threading.Thread(
-            target=self._bridge, args=(producer,), name="roberta-static-bridge", daemon=True
+            target=self._bridge,
+            args=(producer, len(setup.entries)),
+            name="roberta-static-bridge",
+            daemon=True,
         )
         self.bridge.start()
 
@@ -207,7 +208,7 @@ class ProcessFeeder:
                 f"a worker process ended unexpectedly (exit code {dead[0].exitcode})"
             ) from None
 
-    def _bridge(self, make_producer: Callable[[], Producer]) -> None:
+    def _bridge(self, make_producer: Callable[[], Producer], entries: int) -> None:
         """Serve tasks in this process until a worker is ready; hand the shard in hand over."""
         producer = make_producer()
         send = partial(put_unless_closed, self.bridged, closed=self.closed)
@@ -217,7 +218,7 @@ class ProcessFeeder:
             except queue.Empty:
                 continue
             try:
-                rest = serve(producer, self.entries, task, send, hand_over=self.ready)
+                rest = serve(producer, entries, task, send, hand_over=self.ready)
             except FeederClosed:
                 return
             if rest is not None:
