@@ -143,3 +143,27 @@ def test_start_up_times_distill_with_this_tree_and_another(roberta_dir):
         f"--workers 2, {BENCHMARKS.parent.name}",
     ]
     assert "medians of 1 rounds:" in done.stdout
+
+
+def test_start_up_stops_when_a_run_used_another_trees_library(roberta_dir, tmp_path):
+    # A tree whose package hands over to this checkout's, as an installed copy first on the path
+    # would: the comparison would be of one library with itself.
+    real = BENCHMARKS.parent / "roberta_static" / "__init__.py"
+    (tmp_path / "roberta_static").mkdir()
+    (tmp_path / "roberta_static" / "__init__.py").write_text(
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('roberta_static', {str(real)!r}, "
+        f"submodule_search_locations=[{str(real.parent)!r}])\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['roberta_static'] = module\n"
+        "spec.loader.exec_module(module)\n"
+    )
+    arguments = ["--model", str(roberta_dir), "--lines", "20", "--copies", "1", "--repeat", "1"]
+    arguments += ["--workers", "1", "--against", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "start_up.py", *arguments], cwd=BENCHMARKS, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"one process, {tmp_path.name}: ran the library in {BENCHMARKS.parent}, not {tmp_path}"
+    )
