@@ -85,8 +85,8 @@ def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> N
 def worker_process(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
     """A worker process's whole life: :func:`worker_main`, then an exit without teardown.
 
-    A spawned process ends by tearing its interpreter down, spaCy's modules and objects (0.2 s
-    of CPU on an idle core, more on a busy one), which the end of a run would wait for. Once its
+    A spawned process ends by tearing its interpreter down, spaCy's modules and objects (0.14-0.21 s
+    on an idle machine, see THROUGHPUT.md), which the end of a run would wait for. Once its
     messages are flushed, nothing of a worker needs it.
     """
     worker_main(setups, tasks, results, without_torch)
