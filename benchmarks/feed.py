@@ -200,11 +200,14 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
     start, cpu = time.perf_counter(), cpu_seconds()
     vectors = distill_from_model(model, tokenizer, Corpus([Path(task["corpus"])]), vocab, config)
     wall = time.perf_counter() - start
-    cores = (cpu_seconds() - cpu) / wall  # the workers are joined by now, so counted
+    # The workers are joined by now, so counted: spawned ones as this process's children, forked
+    # ones in their fork server's (which this run started).
+    server = fork_server_seconds()
+    cores = (cpu_seconds() - cpu + server) / wall
     stats = vectors.meta["stats"]
     keys = ("tokens", "seconds", "batches", "padded_tokens", "encoder_wait_seconds")
     found = {key: stats[key] for key in keys}
-    return {"wall": wall, "first": forwards[0] - start, "cores": cores, **found}
+    return {"wall": wall, "first": forwards[0] - start, "cores": cores, "server": server, **found}
 
 
 def busy_seconds() -> float:
@@ -225,6 +228,21 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime + children_seconds()
 
 
+def fork_server_seconds() -> float:
+    """CPU seconds of this process's fork server, with those of the workers it forked and reaped
+    (``cutime``, ``cstime``): the server is not this process's waited-for child."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != os.getpid():
+                continue
+            if b"forkserver" in (stat.parent / "cmdline").read_bytes():
+                return sum(map(int, fields[11:15])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):  # a process that ended meanwhile
+            continue
+    return 0.0
+
+
 def measure(task: dict[str, Any]) -> dict[str, Any]:
     """One run in a fresh process, with the cores other processes kept busy meanwhile."""
     env = {**os.environ, **(PRODUCER_ENV if task["kind"] in (PRODUCER, HANDOVER) else {})}
@@ -238,8 +256,10 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
     if done.returncode:
         sys.exit(f"{task['kind']} with {task['workers']} workers failed:\n{done.stderr}")
     elapsed = time.perf_counter() - start
-    others = (busy_seconds() - busy - (children_seconds() - ours)) / elapsed
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "others": max(0.0, others)}
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    ours = children_seconds() - ours + run.get("server", 0.0)
+    others = (busy_seconds() - busy - ours) / elapsed
+    return {**run, "others": max(0.0, others)}
 
 
 def rate(run: dict[str, Any]) -> float:

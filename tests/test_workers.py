@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -121,11 +122,11 @@ def test_workers_and_two_encoders_give_the_serial_vectors_and_counts(
 def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     roberta_dir, corpus_folder, vocab_file, without_torch
 ):
-    # Imports cost about half a worker's start-up: with the blank segmenter it needs no torch.
-    import multiprocessing
-
+    # Imports cost about half a worker's start-up: with the blank segmenter it needs no torch,
+    # and is forked from a server that imported spaCy once for every worker.
     from worker_probe import probe
 
+    from roberta_static.engine.local import _worker_context
     from roberta_static.engine.producer import ProducerSetup, needs_torch
     from roberta_static.model.encoder import Encoder
 
@@ -136,8 +137,8 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     assert not needs_torch(config)
     assert needs_torch(config.replace(spacy_model="x"))
     shard = plan_shards(corpus.files)[0]
-    # A process spawned as the local engine spawns its workers, fed by the same queues.
-    context = multiprocessing.get_context("spawn")
+    # A process started as the local engine starts its workers, fed by the same queues.
+    context = _worker_context(without_torch)
     setups, tasks, results = context.Queue(), context.Queue(), context.Queue()
     setups.put(setup)
     tasks.put(("count", 3, shard))
@@ -145,7 +146,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     worker = context.Process(target=probe, args=(setups, tasks, results, without_torch))
     worker.start()
     try:
-        messages = [results.get(timeout=120) for _ in range(3)]
+        messages = [results.get(timeout=120) for _ in range(4)]
     finally:
         worker.join(timeout=10)
         if worker.is_alive():
@@ -156,6 +157,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     assert messages[1][:2] == ("counted", 3)
     assert messages[1][2].tolist() == expected.tolist()
     assert messages[2] == ("torch", -1, not without_torch)
+    assert messages[3] == ("preloaded", -1, without_torch)
 
 
 @pytest.mark.parametrize("max_contexts", [0, 7])
@@ -314,12 +316,13 @@ def test_a_workers_bad_input_is_one_line_naming_the_file_and_line(
 
 
 def _workers_of(pid: int, loading: bytes = b"") -> list[int]:
-    """The worker processes ``pid`` started that still run, and have mapped ``loading``."""
+    """The processes of the run ``pid`` leads a session of (its workers, their fork server) that
+    still run, and have mapped ``loading``."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            if parent != pid or b"spawn_main" not in (stat.parent / "cmdline").read_bytes():
+            session = int(stat.read_text().rsplit(")", 1)[1].split()[3])
+            if session != pid or stat.parent.name == str(pid):
                 continue
             if loading in (stat.parent / "maps").read_bytes():
                 found.append(int(stat.parent.name))
@@ -364,7 +367,7 @@ def test_sigint_stops_workers_quietly_and_what_was_done_resumes(
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     try:
-        if when == "workers starting":  # a worker importing spaCy, as it starts
+        if when == "workers starting":  # spaCy's import, as the workers start
             _wait_until(lambda: _workers_of(process.pid, b"/spacy/"), process)
         else:
             _wait_until((out / ".checkpoint" / "state.json").exists, process)
@@ -506,7 +509,11 @@ def test_worker_processes_start_before_the_model_loads_and_end_if_it_fails(
     alive_at_load = []
 
     def failing_load(config):
-        alive_at_load.append(set(multiprocessing.active_children()) - before)
+        # Forked from a server, they may still be starting (it imports spaCy for them first).
+        started = lambda: set(multiprocessing.active_children()) - before  # noqa: E731
+        with contextlib.suppress(AssertionError):
+            _wait_until(lambda: len(started()) == 2, timeout=60)
+        alive_at_load.append(started())
         raise ModelLoadError(f"{config.model}: a load that fails")
 
     monkeypatch.setattr("roberta_static.api.load_pretrained", failing_load)
@@ -514,6 +521,30 @@ def test_worker_processes_start_before_the_model_loads_and_end_if_it_fails(
         distill(corpus_folder, vocab_file, config)
     assert len(alive_at_load[0]) == 2
     assert all(not process.is_alive() for process in alive_at_load[0])
+
+
+def test_a_script_that_imports_torch_at_its_top_runs_with_workers(
+    roberta_dir, corpus_folder, vocab_file, tmp_path
+):
+    # Each worker runs the script's module first: torch must be importable there, though the
+    # workers' fork server imported spaCy with torch kept out.
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\n"
+        "import torch\n"
+        "from roberta_static import DistillConfig, distill\n"
+        "if __name__ == '__main__':\n"
+        "    config = DistillConfig(model=sys.argv[1], layers='1', workers=2)\n"
+        "    distill(sys.argv[2], sys.argv[3], config).save(sys.argv[4])\n"
+    )
+    out = tmp_path / "out"
+    arguments = [roberta_dir, corpus_folder, vocab_file, out]
+    done = subprocess.run(
+        [sys.executable, str(script), *map(str, arguments)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    serial = distill(corpus_folder, vocab_file, DistillConfig(model=str(roberta_dir), layers="1"))
+    assert_same_vectors(serial, StaticVectors.load(out))
 
 
 def test_a_worker_process_sends_all_its_messages_then_exits_without_teardown(

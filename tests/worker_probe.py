@@ -17,9 +17,12 @@ from roberta_static.engine.worker import worker_main, worker_process
 
 
 def probe(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
-    """Serve the tasks as a worker does, then send ``("torch", -1, imported)``."""
+    """Serve the tasks as a worker does, then send ``("torch", -1, imported)`` and
+    ``("preloaded", -1, whether spaCy was imported before the worker began)``."""
+    preloaded = "spacy" in sys.modules
     worker_main(setups, tasks, results, without_torch)
     results.put(("torch", -1, sys.modules.get("torch") is not None))
+    results.put(("preloaded", -1, preloaded))
 
 
 def probe_exit(setups: Any, tasks: Any, results: Any, torn_down: Path) -> None:

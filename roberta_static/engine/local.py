@@ -1,13 +1,15 @@
 """The local engine (``workers > 1``, or several devices): worker processes run the CPU side.
 
 Each worker process reads, segments, matches and tokenizes one shard at a time (a
-:class:`~.producer.Producer` over the shard) and sends compact numpy batches to the main process,
-whose encoders (one thread per device: the model computes outside the GIL) pool and sum them into
-float64 accumulators (:mod:`.feeding`). Shard states and encoder sums are values that merge in a
-fixed order, so the result equals the serial pass's up to float rounding.
+:class:`~.producer.Producer` over the shard) and sends its tokenized sentences, in flat numpy
+arrays, to the main process, whose encoders (one thread per device: the model computes outside
+the GIL) pool and sum them into float64 accumulators (:mod:`.feeding`). Shard states and encoder
+sums are values that merge in a fixed order, so the result equals the serial pass's up to float
+rounding.
 
-Workers ignore Ctrl-C, which a terminal sends to the whole process group: the main process
-decides how the run stops, and ends the workers (they hold nothing a checkpoint needs).
+Workers (and their fork server) ignore Ctrl-C, which a terminal sends to the whole process group:
+the main process decides how the run stops, and ends the workers (they hold nothing a checkpoint
+needs).
 """
 
 from __future__ import annotations
@@ -87,15 +89,17 @@ class LocalEngine:
 class ProcessFeeder:
     """Worker processes taking shard tasks from one queue and sending results on another.
 
-    Workers take seconds to start (each imports spaCy, and torch where the segmenter may need
-    it), so they start on ``with``, and wait for their setup until :meth:`serve`. Until one is
+    Workers take a second or more to start (spaCy's imports, once in their fork server, or in
+    each spawned worker; torch too where the segmenter may need it), so they start on ``with``,
+    and wait for their setup until :meth:`serve`. Until one is
     ready, a thread of this process, the bridge, serves the tasks with a producer of its own
     (built by ``producer``), so the encoder starts as soon as in one process. Once a worker is
     ready, the bridge ends after the chunk in hand, and a worker reads the rest of its shard.
     """
 
     def __init__(self, count: int, without_torch: bool) -> None:
-        context = multiprocessing.get_context("spawn")  # fork would copy torch's threads
+        context = _worker_context(without_torch)
+        self.forked = context.get_start_method() == "forkserver"
         self.tasks = context.Queue()
         # The setup (the tokenizer's 0.5 MB) goes by queue, not as an argument: the processes
         # start before the model that makes it is loaded (and ``start`` writes its arguments to
@@ -110,6 +114,8 @@ class ProcessFeeder:
             )
             for _ in range(count)
         ]
+        self.starting: threading.Thread | None = None  # starts forked workers (see __enter__)
+        self.start_error: BaseException | None = None
         self.ready = threading.Event()  # a worker has built its producer
         self.started: set[int] = set()  # the process ids of the ready workers
         self.closed = threading.Event()
@@ -123,9 +129,26 @@ class ProcessFeeder:
             OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false"
         )
         with threads, _interrupts_held():
+            if self.forked:
+                # The server starts at once, and imports spaCy once for all workers (each start
+                # waits until it has: half a second), in a thread, while the model loads.
+                from multiprocessing import forkserver
+
+                forkserver.ensure_running()
+                self.starting = threading.Thread(
+                    target=self._start_processes, name="roberta-static-starter", daemon=True
+                )
+                self.starting.start()
+            else:
+                self._start_processes()
+        return self
+
+    def _start_processes(self) -> None:
+        try:
             for process in self.processes:
                 process.start()
-        return self
+        except Exception as error:  # noqa: BLE001 (raised where the pass waits for workers)
+            self.start_error = error
 
     def serve(self, setup: ProducerSetup, producer: Callable[[], Producer]) -> None:
         """Send the workers their setup and serve tasks from now on (the bridge starts)."""
@@ -146,6 +169,8 @@ class ProcessFeeder:
         # it could fail at the interpreter's exit, after the error the user has been shown.
         if self.bridge is not None:
             self.bridge.join()
+        if self.starting is not None:
+            self.starting.join()
         if kind is None:  # every shard is done: the workers wait for their next task
             self._end_ready_workers()
         else:
@@ -202,6 +227,10 @@ class ProcessFeeder:
             self.waiting.append(message)
 
     def _check_workers(self) -> None:
+        if self.start_error is not None:
+            raise self.start_error
+        if self.starting is not None and self.starting.is_alive():
+            return  # a process not started yet is not alive either
         dead = [p for p in self.processes if not p.is_alive()]
         if dead:
             raise RuntimeError(
@@ -223,6 +252,22 @@ class ProcessFeeder:
                 return
             if rest is not None:
                 self.tasks.put(rest)
+
+
+def _worker_context(without_torch: bool) -> multiprocessing.context.BaseContext:
+    """How worker processes start: forked from a fork server, where the platform has one.
+
+    The server imports the CPU side once (see :mod:`.preload`), instead of each worker: on
+    few cores, a second worker's imports took CPU from the pass. It lives until this process
+    ends (later runs fork from it too). Workers whose spaCy pipeline may need torch are spawned:
+    the server's thinc has none. Plain fork would copy this process's torch threads.
+    """
+    if without_torch and "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        # Python's default (the main module), and the CPU side; applies when the server starts.
+        context.set_forkserver_preload(["__main__", f"{__package__}.preload"])
+        return context
+    return multiprocessing.get_context("spawn")
 
 
 class _environment:  # noqa: N801 (used as a context manager, like contextlib's)
