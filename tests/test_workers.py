@@ -523,6 +523,21 @@ def test_worker_processes_start_before_the_model_loads_and_end_if_it_fails(
     assert all(not process.is_alive() for process in alive_at_load[0])
 
 
+def test_workers_that_cannot_start_fail_the_run(
+    roberta_dir, corpus_folder, vocab_file, monkeypatch
+):
+    # Forked workers start in a thread while the model loads: its error reaches the pass.
+    from roberta_static.engine.local import ProcessFeeder
+
+    def failing_start(feeder):
+        raise OSError("no process can be started")
+
+    monkeypatch.setattr(ProcessFeeder, "_start_processes", failing_start)
+    config = DistillConfig(model=str(roberta_dir), layers="1", workers=2)
+    with pytest.raises(OSError, match="no process can be started"):
+        distill(corpus_folder, vocab_file, config)
+
+
 def test_a_script_that_imports_torch_at_its_top_runs_with_workers(
     roberta_dir, corpus_folder, vocab_file, tmp_path
 ):

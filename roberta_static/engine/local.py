@@ -136,7 +136,7 @@ class ProcessFeeder:
 
                 forkserver.ensure_running()
                 self.starting = threading.Thread(
-                    target=self._start_processes, name="roberta-static-starter", daemon=True
+                    target=self._start_in_background, name="roberta-static-starter", daemon=True
                 )
                 self.starting.start()
             else:
@@ -144,9 +144,12 @@ class ProcessFeeder:
         return self
 
     def _start_processes(self) -> None:
+        for process in self.processes:
+            process.start()
+
+    def _start_in_background(self) -> None:
         try:
-            for process in self.processes:
-                process.start()
+            self._start_processes()
         except Exception as error:  # noqa: BLE001 (raised where the pass waits for workers)
             self.start_error = error
 
