@@ -395,8 +395,10 @@ def test_sigint_stops_workers_quietly_and_what_was_done_resumes(
 
 
 def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_on(
-    roberta_dir, corpus_folder, vocab_file
+    roberta_dir, corpus_folder, vocab_file, tmp_path
 ):
+    from stuck_setup import GatedSetup
+
     from roberta_static.engine.local import ProcessFeeder
     from roberta_static.engine.producer import ProducerSetup
     from roberta_static.engine.sharding import whole_corpus
@@ -426,11 +428,14 @@ def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_
         def is_set(self) -> bool:
             return feeder.ready.is_set()
 
+    gate = tmp_path / "gate"  # the worker starts once the bridge has sent its first chunk
+    gated = GatedSetup(**setup.__dict__, gate=str(gate))
     with ProcessFeeder(1, without_torch=True) as feeder:
-        feeder.serve(setup, bridge_producer)
+        feeder.serve(gated, bridge_producer)
         feeder.submit(("encode", 0, fresh()))
-        received = [feeder.receive(None)[2]]  # a worker takes seconds to start: the bridge's
+        received = [feeder.receive(None)[2]]
         assert len(bridged) == 1
+        gate.touch()
         assert feeder.receive(WorkerReady()) is None
         proceed.set()
         while not received[-1].state.done:
@@ -499,7 +504,7 @@ def test_an_error_ends_the_bridge_before_the_feeder_returns(roberta_dir, corpus_
 def test_worker_processes_start_before_the_model_loads_and_end_if_it_fails(
     roberta_dir, corpus_folder, vocab_file, monkeypatch
 ):
-    # They take seconds to start (spaCy's imports): started first, they are ready by the pass.
+    # They take a second or more to start (spaCy's imports): started first, ready by the pass.
     import multiprocessing
 
     from roberta_static.errors import ModelLoadError
