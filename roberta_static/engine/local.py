@@ -267,8 +267,9 @@ def _worker_context(without_torch: bool) -> multiprocessing.context.BaseContext:
     """
     if without_torch and "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        # Python's default (the main module), and the CPU side; applies when the server starts.
-        context.set_forkserver_preload(["__main__", f"{__package__}.preload"])
+        # Applies when the server starts. Not the main module (Python's default, which only
+        # newer Pythons honour): each worker runs it, as a spawned one does, on every Python.
+        context.set_forkserver_preload([f"{__package__}.preload"])
         return context
     return multiprocessing.get_context("spawn")
 
