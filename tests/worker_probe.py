@@ -2,8 +2,8 @@
 imported torch; :func:`~roberta_static.engine.worker.worker_process`, and whether its exit tore
 the interpreter down.
 
-It imports nothing but the worker module, so a process spawned to run :func:`probe` starts as the
-local engine's workers do.
+It imports nothing but the worker module, so a process started to run :func:`probe` starts as the
+local engine's workers do (with the engine's start method, see ``local._worker_context``).
 """
 
 from __future__ import annotations

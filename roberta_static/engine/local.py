@@ -45,8 +45,8 @@ _BRIDGE_POLL_SECONDS = 0.01  # while the bridge runs, its chunks wait at most th
 class LocalEngine:
     """A pass with ``workers`` processes feeding one encoder per device of this machine.
 
-    The worker processes take seconds to start (each imports spaCy): :meth:`start` begins them
-    before the model loads, so they are ready when the pass begins.
+    The worker processes take a second or more to start (spaCy's imports): :meth:`start` begins
+    them before the model loads, so they are ready when the pass begins.
     """
 
     def __init__(self, config: DistillConfig) -> None:
@@ -91,10 +91,10 @@ class ProcessFeeder:
 
     Workers take a second or more to start (spaCy's imports, once in their fork server, or in
     each spawned worker; torch too where the segmenter may need it), so they start on ``with``,
-    and wait for their setup until :meth:`serve`. Until one is
-    ready, a thread of this process, the bridge, serves the tasks with a producer of its own
-    (built by ``producer``), so the encoder starts as soon as in one process. Once a worker is
-    ready, the bridge ends after the chunk in hand, and a worker reads the rest of its shard.
+    and wait for their setup until :meth:`serve`. Until one is ready, a thread of this process,
+    the bridge, serves the tasks with a producer of its own (built by ``producer``), so the
+    encoder starts as soon as in one process. Once a worker is ready, the bridge ends after the
+    chunk in hand, and a worker reads the rest of its shard.
     """
 
     def __init__(self, count: int, without_torch: bool) -> None:
@@ -115,7 +115,7 @@ class ProcessFeeder:
             for _ in range(count)
         ]
         self.starting: threading.Thread | None = None  # starts forked workers (see __enter__)
-        self.start_error: BaseException | None = None
+        self.start_error: Exception | None = None
         self.ready = threading.Event()  # a worker has built its producer
         self.started: set[int] = set()  # the process ids of the ready workers
         self.closed = threading.Event()
