@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import multiprocessing
 import os
 import pstats
@@ -61,6 +62,7 @@ def build_producer(files: list[str], words: list[str], model: str, max_contexts:
 def _init(files: list[str], words: list[str], model: str, loaded: Any) -> None:
     global _producer, _entries
     _producer, _entries = build_producer(files, words, model, 0), len(words)
+    gc.freeze()  # as distill's workers do once their producer is built (engine/worker.py)
     loaded.wait()  # the clock starts once every worker has loaded
 
 
@@ -82,6 +84,7 @@ def in_process(
     files: list[str], words: list[str], model: str, max_contexts: int, profile: bool
 ) -> tuple[int, float]:
     producer = build_producer(files, words, model, max_contexts)
+    gc.freeze()
     profiler = cProfile.Profile() if profile else None
     start = time.perf_counter()
     if profiler:

@@ -18,6 +18,7 @@ import numpy as np
 from .config import DistillConfig
 from .engine.base import Engine, Job
 from .engine.checkpoint import Checkpoint, check_resume
+from .engine.collector import loaded_heap_frozen
 from .engine.local import LocalEngine
 from .engine.ray.driver import RayEngine, check_cluster
 from .engine.serial import SerialEngine
@@ -195,14 +196,15 @@ def _distill(
             )
         nlp = load_segmenter(config.lang, config.spacy_model)
         report = progress or (lambda _: None)
-        if resume_from is not None:
-            vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
-        elif vocab is None:
-            vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
-        job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
-        report(_plan(len(vocab), job.dim, encoder))
-        resumed = resume_from.state if resume_from is not None else None
-        state = engine.run(job, resumed, checkpointing, report)
+        with loaded_heap_frozen():
+            if resume_from is not None:
+                vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
+            elif vocab is None:
+                vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
+            job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
+            report(_plan(len(vocab), job.dim, encoder))
+            resumed = resume_from.state if resume_from is not None else None
+            state = engine.run(job, resumed, checkpointing, report)
     return _vectors(job, state, started)
 
 

@@ -146,7 +146,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     worker = context.Process(target=probe, args=(setups, tasks, results, without_torch))
     worker.start()
     try:
-        messages = [results.get(timeout=120) for _ in range(4)]
+        messages = [results.get(timeout=120) for _ in range(5)]
     finally:
         worker.join(timeout=10)
         if worker.is_alive():
@@ -158,6 +158,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     assert messages[1][2].tolist() == expected.tolist()
     assert messages[2] == ("torch", -1, not without_torch)
     assert messages[3] == ("preloaded", -1, without_torch)
+    assert messages[4] == ("frozen", -1, True)  # what it built lives as long as it
 
 
 @pytest.mark.parametrize("max_contexts", [0, 7])

@@ -9,6 +9,7 @@ local engine's workers do (with the engine's start method, see ``local._worker_c
 from __future__ import annotations
 
 import atexit
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,14 @@ from roberta_static.engine.worker import worker_main, worker_process
 
 
 def probe(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
-    """Serve the tasks as a worker does, then send ``("torch", -1, imported)`` and
-    ``("preloaded", -1, whether spaCy was imported before the worker began)``."""
+    """Serve the tasks as a worker does, then send ``("torch", -1, imported)``,
+    ``("preloaded", -1, whether spaCy was imported before the worker began)`` and
+    ``("frozen", -1, whether objects are left out of the garbage collector)``."""
     preloaded = "spacy" in sys.modules
     worker_main(setups, tasks, results, without_torch)
     results.put(("torch", -1, sys.modules.get("torch") is not None))
     results.put(("preloaded", -1, preloaded))
+    results.put(("frozen", -1, gc.get_freeze_count() > 0))
 
 
 def probe_exit(setups: Any, tasks: Any, results: Any, torn_down: Path) -> None:

@@ -6,6 +6,7 @@ This module imports neither torch nor spaCy: a spawned worker imports it before 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import multiprocessing
 import os
@@ -77,6 +78,9 @@ def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> N
     importlib.import_module(".producer", __package__)
     setup: ProducerSetup = setups.get()
     producer = setup.producer()
+    # What this process holds now lives as long as it: full collections need not walk it (see
+    # .collector).
+    gc.freeze()
     results.put(("ready", -1, os.getpid()))
     while (task := tasks.get()) is not None:
         serve(producer, len(setup.entries), task, results.put)
