@@ -18,7 +18,7 @@ import numpy as np
 from .config import DistillConfig
 from .engine.base import Engine, Job
 from .engine.checkpoint import Checkpoint, check_resume
-from .engine.collector import loaded_heap_frozen
+from .engine.collector import heap_frozen
 from .engine.local import LocalEngine
 from .engine.ray.driver import RayEngine, check_cluster
 from .engine.serial import SerialEngine
@@ -180,12 +180,13 @@ def _distill(
     """The pass, with the model and tokenizer ``load`` gives.
 
     The engine starts first: its worker processes (seconds of imports) start while the model
-    loads, or while :class:`Encoder` moves it to the device.
+    loads, or while :class:`Encoder` moves it to the device. The objects alive meanwhile are
+    kept out of Python's full garbage collections (see :mod:`.engine.collector`).
     """
     _check_resumable(corpus, checkpointing, resume_from)
     config = _workers_resolved(config)
     engine = engine_for(config, corpus)
-    with engine.start(checkpointing):
+    with heap_frozen() as freeze_loaded, engine.start(checkpointing):
         model, tokenizer = load()
         started = time.perf_counter()
         encoder = Encoder(model, tokenizer, config)
@@ -195,16 +196,16 @@ def _distill(
                 field="pca",
             )
         nlp = load_segmenter(config.lang, config.spacy_model)
+        freeze_loaded()  # the model and pipeline too, which the pass keeps
         report = progress or (lambda _: None)
-        with loaded_heap_frozen():
-            if resume_from is not None:
-                vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
-            elif vocab is None:
-                vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
-            job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
-            report(_plan(len(vocab), job.dim, encoder))
-            resumed = resume_from.state if resume_from is not None else None
-            state = engine.run(job, resumed, checkpointing, report)
+        if resume_from is not None:
+            vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
+        elif vocab is None:
+            vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
+        job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
+        report(_plan(len(vocab), job.dim, encoder))
+        resumed = resume_from.state if resume_from is not None else None
+        state = engine.run(job, resumed, checkpointing, report)
     return _vectors(job, state, started)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 from roberta_static import DistillConfig, distill
+from roberta_static.model.loading import load_pretrained
 
 
 def _freeze_counts_of_a_pass(roberta_dir, corpus_file, vocab_file) -> list[int]:
@@ -17,13 +18,29 @@ def _freeze_counts_of_a_pass(roberta_dir, corpus_file, vocab_file) -> list[int]:
     return during
 
 
-def test_a_pass_freezes_what_was_loaded_and_unfreezes_it_at_its_end(
-    roberta_dir, corpus_file, vocab_file
+def test_a_run_freezes_what_was_loaded_and_unfreezes_it_at_its_end(
+    roberta_dir, corpus_file, vocab_file, monkeypatch
 ):
+    loaded = []
+
+    def load(config):
+        model, tokenizer = load_pretrained(config)
+        loaded.append(model)
+        return model, tokenizer
+
+    monkeypatch.setattr("roberta_static.api.load_pretrained", load)
     assert gc.get_freeze_count() == 0
-    during = _freeze_counts_of_a_pass(roberta_dir, corpus_file, vocab_file)
-    assert min(during) > 10_000  # the model, tokenizer and spaCy's pipeline at least
+    model_frozen = []
+    config = DistillConfig(model=str(roberta_dir), layers="1")
+
+    def progress(_):
+        model_frozen.append(all(found is not loaded[0] for found in gc.get_objects()))
+
+    distill(corpus_file, vocab_file, config, progress=progress)
+    # The libraries' objects from the start, the model, loaded since, once it is.
+    assert model_frozen and all(model_frozen)
     assert gc.get_freeze_count() == 0
+    assert any(found is loaded[0] for found in gc.get_objects())
 
 
 def test_a_caller_s_own_freeze_is_kept(roberta_dir, corpus_file, vocab_file):
