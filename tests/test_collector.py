@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from roberta_static import DistillConfig, distill
 from roberta_static.model.loading import load_pretrained
+
+
+@pytest.fixture(autouse=True)
+def _nothing_frozen():
+    # A CLI test stopped by a signal freezes the heap for the exit it never makes in-process
+    # (cli/_util.py's stop_on_signals); each test here starts as a fresh process does.
+    gc.unfreeze()
 
 
 def _freeze_counts_of_a_pass(roberta_dir, corpus_file, vocab_file) -> list[int]:
