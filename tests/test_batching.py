@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
-from roberta_static.model.batches import EncoderInput, make_batches
+from roberta_static.model.batches import EncoderInput, make_batches, padded
 from roberta_static.model.subwords import (
     SubwordEncoder,
     choose_windows,
@@ -68,6 +68,20 @@ def test_make_batches_respect_budget_and_keep_every_input():
     assert all(b.input_ids.size <= 16 for b in batches)
     assert sorted(e for b in batches for e in b.entries.tolist()) == [0, 1, 2, 3, 4]
     assert sum(b.real_tokens for b in batches) == 27
+
+
+def test_a_padded_batch_holds_each_input_in_its_row_and_marks_the_rest_padding():
+    inputs = [
+        EncoderInput(np.array([5, 6, 7]), np.array([[0, 2, 1]])),
+        EncoderInput(np.array([8]), np.zeros((0, 3), dtype=np.int64)),
+        EncoderInput(np.array([9, 10]), np.array([[0, 1, 0], [1, 2, 2]])),
+    ]
+    batch = padded(inputs, pad_id=-1)
+    assert batch.input_ids.tolist() == [[5, 6, 7], [8, -1, -1], [9, 10, -1]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    assert batch.rows.tolist() == [0, 2, 2]
+    assert batch.starts.tolist() == [0, 0, 1] and batch.ends.tolist() == [2, 1, 2]
+    assert batch.entries.tolist() == [1, 0, 2]
 
 
 def test_batches_keep_padding_under_the_bound():
