@@ -22,7 +22,8 @@ back as worker processes send them (four flat arrays a chunk) and as two arrays 
 Each end-to-end run prints model tokens/s (meta.json ``stats.tokens / stats.seconds``), wall
 time, when the first batch reached the encoder (the start-up: model, segmenter, worker processes)
 and the rate from then on, the encoder batches and their mean real tokens, the padded share, the
-share of the run the encoder side waited for input (``stats.encoder_wait_seconds``), the cores the
+share of the run the encoder side waited for input (``stats.encoder_wait_seconds``), the full
+garbage collections of the encoder's process (how many, and their seconds), the cores the
 run kept busy on average (CPU seconds of its process and worker processes during ``distill``, over
 its wall time: a run near all the machine's cores is bound by them), and how many cores other
 processes kept busy meanwhile (from /proc/stat, less this benchmark's own CPU time). Then the
@@ -44,6 +45,7 @@ Usage: python benchmarks/feed.py [--workers 1,2] [--layers 1,12] [--simulate-rat
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import pickle
@@ -116,6 +118,22 @@ class SimulatedDevice:
 
     def finish(self, module: Any, args: tuple, output: Any) -> None:
         time.sleep(max(0.0, self.deadline - time.perf_counter()))
+
+
+class FullCollections:
+    """A ``gc.callbacks`` entry: how many full (generation 2) collections ran, and their seconds."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds, self.began = 0, 0.0, 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self.began = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self.began
 
 
 def real_tokens(input_ids: Any, mask: Any) -> int:
@@ -197,9 +215,12 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
         # second one would only spin beside the CPU side, which the simulated device stands for.
         torch.set_num_threads(1)
     vocab = Vocabulary.from_entries(Path(task["vocab"]).read_text().splitlines())
+    collections = FullCollections()
+    gc.callbacks.append(collections)
     start, cpu = time.perf_counter(), cpu_seconds()
     vectors = distill_from_model(model, tokenizer, Corpus([Path(task["corpus"])]), vocab, config)
     wall = time.perf_counter() - start
+    gc.callbacks.remove(collections)
     # The workers are joined by now, so counted: spawned ones as this process's children, forked
     # ones in their fork server's (which this run started).
     server = fork_server_seconds()
@@ -207,7 +228,15 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
     stats = vectors.meta["stats"]
     keys = ("tokens", "seconds", "batches", "padded_tokens", "encoder_wait_seconds")
     found = {key: stats[key] for key in keys}
-    return {"wall": wall, "first": forwards[0] - start, "cores": cores, "server": server, **found}
+    full = {"collections": collections.count, "collection_seconds": collections.seconds}
+    return {
+        "wall": wall,
+        "first": forwards[0] - start,
+        "cores": cores,
+        "server": server,
+        **full,
+        **found,
+    }
 
 
 def busy_seconds() -> float:
@@ -280,6 +309,7 @@ def describe(run: dict[str, Any]) -> str:
             f"  encoder waited {waited:5.1%}"
         )
         line += f"  cores busy {run['cores']:.1f}"
+        line += f"  full GCs {run['collections']} ({run['collection_seconds']:.2f} s)"
     return line + f"  (other processes: {run['others']:.1f} cores)"
 
 

@@ -1,6 +1,7 @@
 """The feed benchmarks (feed.py, throughput.py, encoder_phases.py, start_up.py): the simulated
 device, what worker processes import, bad arguments, the run-to-run figure, a comparison of trees."""
 
+import gc
 import subprocess
 import sys
 import time
@@ -30,6 +31,19 @@ def test_the_simulated_device_takes_real_tokens_over_rate_per_forward(mask, real
     start = time.perf_counter()
     model(input_ids=torch.zeros(2, 6, dtype=torch.long), attention_mask=mask)
     assert time.perf_counter() - start >= real / 100.0
+
+
+def test_full_collections_are_counted_and_timed_and_younger_ones_are_not():
+    collections = feed.FullCollections()
+    gc.callbacks.append(collections)
+    try:
+        gc.collect(0)
+        gc.collect(1)
+        assert collections.count == 0
+        gc.collect()
+    finally:
+        gc.callbacks.remove(collections)
+    assert collections.count == 1 and collections.seconds > 0
 
 
 @pytest.mark.parametrize("script", ["feed", "throughput", "start_up"])
