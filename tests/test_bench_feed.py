@@ -46,6 +46,40 @@ def test_full_collections_are_counted_and_timed_and_younger_ones_are_not():
     assert collections.count == 1 and collections.seconds > 0
 
 
+def test_compile_calls_are_counted_by_phase_and_caller_until_restored(tmp_path, monkeypatch):
+    import builtins
+
+    from encoder_phases import Phases, compile_calls
+
+    (tmp_path / "fresh_module_for_phases.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Owner:
+        def forward(self):
+            import fresh_module_for_phases  # noqa: F401  (compiled from source: no bytecode yet)
+
+            return compile("1 + 1", "<expression>", "eval")
+
+    original = builtins.compile
+    phases = Phases(cuda=False)
+    phases.wrap(Owner, "forward", "forward")
+    phases.count_compiles()
+    try:
+        Owner().forward()
+        compile("2", "<outside>", "eval")
+    finally:
+        phases.restore()
+    assert builtins.compile is original and Owner.forward.__name__ == "forward"
+    module_file = tmp_path / "fresh_module_for_phases.py"
+    this_test = sys._getframe().f_code.co_name
+    assert phases.compiles == {
+        ("forward", f"importing {module_file}"): 1,
+        ("forward", f"{__name__}.forward"): 1,
+        ("outside the phases", f"{__name__}.{this_test}"): 1,
+    }
+    assert compile_calls(phases.compiles).startswith("compile calls during the pass: 3")
+
+
 @pytest.mark.parametrize("script", ["feed", "throughput", "start_up"])
 def test_importing_a_benchmark_that_runs_workers_imports_no_torch(script):
     # Spawned worker processes import the benchmark's main module; distill's workers keep torch
