@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
+from roberta_static.engine.feeding import Batcher
 from roberta_static.model.batches import EncoderInput, make_batches, padded
 from roberta_static.model.subwords import (
     SubwordEncoder,
@@ -68,6 +69,34 @@ def test_make_batches_respect_budget_and_keep_every_input():
     assert all(b.input_ids.size <= 16 for b in batches)
     assert sorted(e for b in batches for e in b.entries.tolist()) == [0, 1, 2, 3, 4]
     assert sum(b.real_tokens for b in batches) == 27
+
+
+class Chunk:
+    def __init__(self, *lengths: int) -> None:
+        self.inputs = [EncoderInput(np.full(n, n), np.zeros((0, 3), np.int64)) for n in lengths]
+
+
+def test_the_batcher_sends_a_full_batch_at_once_from_inputs_of_several_chunks():
+    batcher = Batcher(batch_tokens=40, pad_id=0, hold_tokens=100)
+    first, second = Chunk(10, 10, 10), Chunk(5, 10)
+    assert batcher.add(first) == []  # 3 x 10 tokens: a fourth of that length still fits
+    (batch,) = batcher.add(second)  # 4 x 10: full
+    assert batch[1] == [(first, 0), (first, 1), (first, 2), (second, 1)]
+    assert batch[0].input_ids.shape == (4, 10)
+    assert batcher.pool == [(second, 0)]
+    (rest,) = batcher.flush()
+    assert rest[1] == [(second, 0)] and batcher.pool == []
+
+
+def test_the_batcher_holds_at_most_its_bound_and_lets_the_largest_go_first():
+    batcher = Batcher(batch_tokens=40, pad_id=0, hold_tokens=12)
+    short, longer = Chunk(3, 3, 3), Chunk(7, 7)
+    assert batcher.add(short) == []  # 9 tokens wait
+    (batch,) = batcher.add(longer)  # 9 + 14 would pass 12: the 14 go
+    assert batch[1] == [(longer, 0), (longer, 1)]
+    assert batcher.pool == [(short, 0), (short, 1), (short, 2)]
+    (rest,) = batcher.add(Chunk(), flush=True)
+    assert rest[1] == [(short, 0), (short, 1), (short, 2)] and batcher.pool == []
 
 
 def test_a_padded_batch_holds_each_input_in_its_row_and_marks_the_rest_padding():

@@ -369,7 +369,9 @@ def test_bad_input_mid_run_keeps_the_checkpoint_and_resumes_once_fixed(
     bad = len(records) - 20
     corpus.write_text("\n".join(records[:bad] + ["{broken"] + records[bad:]) + "\n")
     options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--max-contexts", "0"]
-    options += ["--chunk-sentences", "8"]
+    # Small batches, so that some are summed (and saved) before the bad line: with the default
+    # budget the inputs before it would all still wait for their batches to fill.
+    options += ["--chunk-sentences", "8", "--batch-tokens", "128"]
     out = tmp_path / "out"
     failed = subprocess.run(
         cli(corpus, *options, "--out", out, "--checkpoint-every", "0.0001"),

@@ -163,16 +163,29 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
 
 @pytest.mark.parametrize("max_contexts", [0, 7])
 def test_workers_batch_the_inputs_of_many_shards_together(
-    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts, monkeypatch
+    roberta_dir, corpus_folder, vocab_file, small_shards, max_contexts
 ):
     # Every shard is a small piece of the corpus: batched shard by shard, the batches would be
     # small. The encoder side pools their inputs into batches as large as one process's.
-    # (Inputs left waiting while the encoders idle are batched as they are: not within this run.)
-    monkeypatch.setattr("roberta_static.engine.feeding._MAX_WAIT_SECONDS", 600)
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=max_contexts)
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
     parallel = distill(corpus_folder, vocab_file, config.replace(workers=2))
     assert_batched_as_one_process(serial, parallel, corpus_folder)
+
+
+def test_one_process_batches_the_inputs_of_many_chunks_together(
+    roberta_dir, corpus_folder, vocab_file
+):
+    # Chunks of 4 sentences, batched chunk by chunk, would make many small batches; their
+    # inputs wait together instead, as those of one chunk holding the whole corpus would.
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0)
+    whole = distill(corpus_folder, vocab_file, config.replace(chunk_sentences=100_000))
+    small = distill(corpus_folder, vocab_file, config.replace(chunk_sentences=4))
+    assert_same_vectors(whole, small)
+    assert small.meta["stats"]["sentences"] > 10 * 4
+    assert small.meta["stats"]["batches"] == whole.meta["stats"]["batches"]
+    again = distill(corpus_folder, vocab_file, config.replace(chunk_sentences=4))
+    np.testing.assert_array_equal(again.vectors, small.vectors)  # the same batches every time
 
 
 def test_a_stopped_parallel_run_resumes_exactly_with_another_worker_count(
@@ -268,11 +281,11 @@ def test_a_stop_with_batches_of_several_shards_in_hand_resumes_exactly(
     )  # fmt: skip
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
     checkpointing = Checkpointing(tmp_path / "out", 0)
-    pools = []  # flushes with batches after the first holding inputs of several shards
-    flush, add = Batcher.flush, Ledger.add
+    pools = []  # batches let go at once, those after the first holding inputs of several shards
+    let_go, add = Batcher._batches, Ledger.add
 
-    def recording(batcher):
-        batches = flush(batcher)
+    def recording(batcher, hold):
+        batches = let_go(batcher, hold)
         if any(len(_shards_of(members)) > 1 for _, members in batches[1:]):
             pools.append(batches)
         return batches
@@ -284,7 +297,7 @@ def test_a_stop_with_batches_of_several_shards_in_hand_resumes_exactly(
         return summed
 
     with monkeypatch.context() as patched, pytest.raises(Interrupted, match="resume with"):
-        patched.setattr(Batcher, "flush", recording)
+        patched.setattr(Batcher, "_batches", recording)
         patched.setattr(Ledger, "add", stop_once_the_first_is_summed)
         distill(corpus_folder, vocab_file, config.replace(workers=2), checkpointing=checkpointing)
     saved = load_checkpoint(tmp_path / "out")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -19,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from ..errors import Interrupted
-from ..model.batches import Batch, EncoderInput, batch_groups, padded
+from ..model.batches import Batch, EncoderInput, length_groups, padded
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
 from ..progress import PassStart, ProgressCallback
@@ -31,9 +30,9 @@ from .state import PassState
 from .stats import RunStats
 from .worker import Message
 
-# Inputs that do not fill a batch wait at most this long for more once the encoders are idle:
-# long enough for several chunks to arrive, short beside a run.
-_MAX_WAIT_SECONDS = 0.25
+# Inputs whose batch is not full wait for more while they hold at most this many batches' worth
+# of tokens (see Batcher): enough for a length's batch to fill, little left for the end.
+HOLD_BATCHES = 4
 _POLL_SECONDS = 0.1
 
 
@@ -72,7 +71,7 @@ def raise_failure(message: Message) -> Message:
 class FedPass:
     """The pass over a state's shards, fed by ``feeder``, summed by ``encoders``.
 
-    ``pooled``: batches are formed from the inputs of chunks of any shard (see :class:`Batcher`).
+    Batches are formed from the inputs of any chunks, of any shard (see :class:`Batcher`).
     """
 
     def __init__(
@@ -82,10 +81,9 @@ class FedPass:
         feeder: Feeder,
         report: ProgressCallback,
         saver: Saver,
-        pooled: bool = False,
     ) -> None:
         self.job, self.encoders, self.feeder = job, encoders, feeder
-        self.report, self.saver, self.pooled = report, saver, pooled
+        self.report, self.saver = report, saver
         self.accumulators = [Accumulator(len(job.vocab), job.dim, e.device) for e in encoders]
         self.encoder_stats = [RunStats() for _ in encoders]
         self.reported = 0  # batches summed at the last progress report from a poll
@@ -123,9 +121,9 @@ class FedPass:
             self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger, stop
         )
         encoder = self.encoders[0]
-        pool = self.job.config.chunk_sentences if self.pooled else 0
-        batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, pool)
-        watch = _Watch(stop, lambda: self._poll(ledger, encoding, batcher, start, stop))
+        hold = HOLD_BATCHES * encoder.batch_tokens
+        batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, hold)
+        watch = _Watch(stop, lambda: self._poll(ledger, start))
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
             if not self._feed(state, _Run(ledger, encoding, batcher, start, watch)):
@@ -144,23 +142,13 @@ class FedPass:
         if self.saver.checkpointing is not None:
             self.saver.checkpointing.nothing_to_lose = False
 
-    def _poll(
-        self,
-        ledger: Ledger,
-        encoding: EncoderThreads,
-        batcher: Batcher[SentChunk],
-        start: PassStart,
-        stop: Any,
-    ) -> None:
-        """What every wait does a few times a second: save, batch, report.
+    def _poll(self, ledger: Ledger, start: PassStart) -> None:
+        """What every wait does a few times a second: save when due, report new sums.
 
-        Saves when due, hands the encoders the inputs waiting once they idle long, and reports
-        the batches summed since the last report (a chunk can take many seconds on a CPU).
+        A chunk can take many seconds on a CPU: the batches summed since the last report count.
         """
         if ledger.summed and self.saver.due():
             self.saver.save(self._snapshot(ledger))
-        if encoding.idle() and batcher.waited() >= _MAX_WAIT_SECONDS:
-            encoding.put(batcher.flush(), stop)
         if ledger.summed != self.reported:
             self.reported = ledger.summed
             self.report(start.progress(ledger.total(), self._tokens()))
@@ -181,8 +169,7 @@ class FedPass:
             if chunk.state.done:
                 open_shards.discard(index)
             sent = run.ledger.send(index, chunk)
-            # The last batch not full waits for more inputs, until the encoders are idle at a
-            # poll (a few times a second) or no shard is left to read.
+            # Inputs whose batch is not full wait for more, until no shard is left to read.
             if not run.encoding.put(run.batcher.add(sent, flush=not open_shards), run.watch):
                 return False
             self.report(run.start.progress(run.ledger.total(), self._tokens()))
@@ -195,15 +182,15 @@ class FedPass:
 
         Returns the shards being read, or None when a stop comes first.
         """
-        reading = set()
+        reading = {index for index, shard in enumerate(state.shards) if not shard.done}
         for index, shard in enumerate(state.shards):
             if shard.leftover:
-                batches = run.batcher.add(run.ledger.resumed(index, shard), flush=True)
+                # They wait again with the inputs to come, as they did when saved.
+                batches = run.batcher.add(run.ledger.resumed(index, shard), flush=not reading)
                 if not run.encoding.put(batches, run.watch):
                     return None
-            if not shard.done:
-                self.feeder.submit(("encode", index, shard.snapshot()))
-                reading.add(index)
+        for index in sorted(reading):
+            self.feeder.submit(("encode", index, state.shards[index].snapshot()))
         return reading
 
     def _tokens(self) -> int:
@@ -240,8 +227,8 @@ class _Watch:
     """What the pass's waits poll, in the main thread: ``poll``, then whether to stop.
 
     Every wait (for the feeder, for room in the encoders' queue, for the last batches) polls
-    ``is_set`` a few times a second, so checkpoints come every ``every_seconds`` and idle
-    encoders get the inputs waiting, whatever the pass waits for.
+    ``is_set`` a few times a second, so checkpoints come every ``every_seconds`` whatever the
+    pass waits for.
     """
 
     def __init__(self, stop: _StopOnceSummed, poll: Callable[[], None]) -> None:
@@ -275,37 +262,63 @@ C = TypeVar("C", bound=Pooled)
 class Batcher(Generic[C]):
     """Encoder batches from the inputs of the chunks handed over, with the inputs each holds.
 
-    One chunk at a time (``pool_inputs`` 0, one process): each chunk's inputs make their own
-    batches, so a run's batches, and its sums, are the same every time. Pooled (worker
-    processes, a Ray encoder actor): inputs of chunks from any shard wait together until
-    ``pool_inputs`` of them (a chunk's worth) are in, then make batches as one chunk's would, so
-    more workers, and so smaller pieces of the corpus per chunk, never mean smaller batches.
+    Inputs of any chunk (and, with worker processes or Ray, of any shard) wait together, grouped
+    by length as :func:`~..model.batches.length_groups` groups them. A group goes to the encoder
+    once full (another input as long as its longest would pass the token budget); the others
+    wait for more inputs, the largest going first whenever together they hold more than
+    ``hold_tokens`` real tokens. A chunk holds inputs of every length, so its inputs alone fill
+    few groups: with a GPU's budget of up to 131,072 tokens, batching chunk by chunk made
+    batches of about 4,000. What waits is bounded by ``hold_tokens``, and so is what the encoder
+    has left to do once the corpus is read. Which inputs make a batch depends only on the order
+    they arrive in, so a run in one process makes the same batches, and sums, every time.
     """
 
-    def __init__(self, batch_tokens: int, pad_id: int, pool_inputs: int = 0) -> None:
-        self.batch_tokens, self.pad_id, self.pool_inputs = batch_tokens, pad_id, pool_inputs
-        self.pool: list[tuple[C, int]] = []  # (chunk, input number) waiting
-        self.since = 0.0  # when the inputs waiting began to wait
+    def __init__(self, batch_tokens: int, pad_id: int, hold_tokens: int) -> None:
+        self.batch_tokens, self.pad_id, self.hold_tokens = batch_tokens, pad_id, hold_tokens
+        self.waiting: dict[int, list[tuple[C, int]]] = {}  # input length: (chunk, input number)
 
-    def waited(self) -> float:
-        """Seconds the inputs waiting have waited (0 when none wait)."""
-        return time.monotonic() - self.since if self.pool else 0.0
+    @property
+    def pool(self) -> list[tuple[C, int]]:
+        """The inputs waiting, as (chunk, input number)."""
+        return [member for members in self.waiting.values() for member in members]
 
     def add(self, chunk: C, flush: bool = False) -> list[tuple[Batch, list[tuple[C, int]]]]:
         """The batches ready once ``chunk`` is in (with ``flush``, of every input waiting)."""
-        if not self.pool:
-            self.since = time.monotonic()
-        self.pool += [(chunk, number) for number in range(len(chunk.inputs))]
-        if flush or len(self.pool) >= self.pool_inputs:
-            return self.flush()
-        return []
+        for number, item in enumerate(chunk.inputs):
+            self.waiting.setdefault(len(item.ids), []).append((chunk, number))
+        return self._batches(hold=not flush)
 
     def flush(self) -> list[tuple[Batch, list[tuple[C, int]]]]:
         """Batches of every input waiting."""
-        inputs = [chunk.inputs[number] for chunk, number in self.pool]
-        batches = [
-            (padded([inputs[i] for i in group], self.pad_id), [self.pool[i] for i in group])
-            for group in batch_groups(inputs, self.batch_tokens)
+        return self._batches(hold=False)
+
+    def _batches(self, hold: bool) -> list[tuple[Batch, list[tuple[C, int]]]]:
+        groups = list(length_groups(self.waiting, self.batch_tokens))
+        self.waiting = {}
+        if hold:
+            ready = [group for group in groups if self._full(group)]
+            left = sorted((group for group in groups if not self._full(group)), key=_tokens)
+            held = sum(_tokens(group) for group in left)
+            while left and held > self.hold_tokens:  # the largest go first: fuller batches
+                held -= _tokens(left[-1])
+                ready.append(left.pop())
+            for member in (member for group in left for member in group):
+                self.waiting.setdefault(_length(member), []).append(member)
+            groups = ready
+        return [
+            (padded([chunk.inputs[number] for chunk, number in group], self.pad_id), group)
+            for group in groups
         ]
-        self.pool = []
-        return batches
+
+    def _full(self, group: list[tuple[C, int]]) -> bool:
+        """Whether another input as long as the group's longest (its last) would pass the budget."""
+        return (len(group) + 1) * _length(group[-1]) > self.batch_tokens
+
+
+def _length(member: tuple[Pooled, int]) -> int:
+    chunk, number = member
+    return len(chunk.inputs[number].ids)
+
+
+def _tokens(group: list[tuple[Pooled, int]]) -> int:
+    return sum(_length(member) for member in group)

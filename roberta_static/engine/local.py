@@ -79,7 +79,7 @@ class LocalEngine:
         self.feeder.serve(setup, job.producer)
         with torch_threads(on_cpu, cores_taken=len(self.feeder.processes)):
             saver = job.saver(stopping, resume)
-            fed = FedPass(job, encoders, self.feeder, progress, saver, pooled=True)
+            fed = FedPass(job, encoders, self.feeder, progress, saver)
             state = resume or PassState.empty(
                 job.dim, fresh_shards(job.corpus, len(job.vocab), config, fed.count)
             )

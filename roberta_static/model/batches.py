@@ -5,10 +5,14 @@ Plain data and numpy only, so worker processes, checkpoints and Ray send them ch
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -100,23 +104,38 @@ def make_batches(
 def batch_groups(
     inputs: Sequence[EncoderInput], batch_tokens: int, max_padding: float = 0.1
 ) -> Iterator[list[int]]:
-    """The indices of ``inputs`` that make each batch, shortest first.
+    """The indices of ``inputs`` that make each batch, shortest first (:func:`length_groups`)."""
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for index, item in enumerate(inputs):
+        by_length[len(item.ids)].append(index)
+    return length_groups(by_length, batch_tokens, max_padding)
+
+
+def length_groups(
+    by_length: Mapping[int, Sequence[T]], batch_tokens: int, max_padding: float = 0.1
+) -> Iterator[list[T]]:
+    """Members grouped into batches, shortest first, from the members of each input length.
 
     A batch holds at most ``batch_tokens`` tokens, padding included, and at most a ``max_padding``
-    share of padding: inputs are sorted by length, and a longer one starts a new batch when padding
-    the batch to its length would pass either limit.
+    share of padding: members are taken by length, in their order within a length, and a longer
+    one starts a new batch when padding the batch to its length would pass either limit. Inputs
+    of one length add no padding, so they are taken as many at a time as the budget allows: the
+    cost follows the lengths and batches, not the inputs.
     """
-    order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].ids))
-    group: list[int] = []
+    group: list[T] = []
     real = 0
-    for i in order:
-        width = len(inputs[i].ids)
-        padded = (len(group) + 1) * width
-        if group and (padded > batch_tokens or padded - real - width > max_padding * padded):
-            yield group
-            group, real = [], 0
-        group.append(i)
-        real += width
+    for length in sorted(by_length):
+        members, start = by_length[length], 0
+        while start < len(members):
+            taken = len(group)
+            padded = (taken + 1) * length
+            if group and (padded > batch_tokens or taken * length - real > max_padding * padded):
+                yield group
+                group, real, taken = [], 0, 0
+            room = max(1, batch_tokens // length - taken)  # an input over the budget goes alone
+            group += members[start : start + room]
+            real += length * (len(group) - taken)
+            start += room
     if group:
         yield group
 

@@ -21,7 +21,7 @@ from ...model.encoder import Encoder
 from ...model.pooling import Accumulator
 from ...model.threads import use_threads
 from ...text.shards import Shard
-from ..feeding import Batcher
+from ..feeding import HOLD_BATCHES, Batcher
 from ..producer import Producer, ProducerSetup
 from ..state import PassState, ShardState
 from ..stats import RunStats
@@ -126,10 +126,11 @@ class _Partial:
 class EncoderActor:
     """A Ray actor: the model on one device, batching the inputs of any shard, summing each apart.
 
-    Inputs of chunks from any shard wait in one pool until a chunk's worth (``chunk_sentences``)
-    is in, then make batches as one process's chunk would (the local engine's
-    :class:`~..feeding.Batcher`). Each batch runs once; its occurrences and tokens go to the
-    sums of the shard each row came from, so shards still merge in shard order.
+    Inputs of chunks from any shard wait in one pool (the local engine's
+    :class:`~..feeding.Batcher`, whose full batches go at once) until a chunk's worth
+    (``chunk_sentences``) is in, then all make batches. Each batch runs once; its occurrences
+    and tokens go to the sums of the shard each row came from, so shards still merge in shard
+    order.
     """
 
     def __init__(self, model: list[Any], config: DistillConfig, entries: int, device: str) -> None:
@@ -150,9 +151,8 @@ class EncoderActor:
         per_shard = Accumulator.bytes_needed(entries, self.dim)
         self.max_shards = max(1, _POOLED_SUMS_BYTES // per_shard)
         pad_id = self.encoder.subwords.pad_id
-        self.batcher: Batcher[_Chunk] = Batcher(
-            self.encoder.batch_tokens, pad_id, config.chunk_sentences
-        )
+        budget = self.encoder.batch_tokens
+        self.batcher: Batcher[_Chunk] = Batcher(budget, pad_id, HOLD_BATCHES * budget)
         self.idle_since = time.perf_counter()
 
     def add(self, shard: int, number: int, inputs: list[EncoderInput]) -> Summed:
@@ -167,7 +167,10 @@ class EncoderActor:
         # An actor's calls run one at a time: the time since its last one, it waited for input.
         part.stats.encoder_wait_seconds += time.perf_counter() - self.idle_since
         part.pooled.add(number)
-        batches = self.batcher.add(_Chunk(shard, number, inputs))
+        # A chunk's worth waiting goes to the encoder whole, as before the Batcher held inputs:
+        # a chunk counts as summed only once the pool is empty (see _sum).
+        full_pool = len(self.batcher.pool) + len(inputs) >= self.config.chunk_sentences
+        batches = self.batcher.add(_Chunk(shard, number, inputs), flush=full_pool)
         if len({chunk.shard for chunk, _ in self.batcher.pool}) > self.max_shards:
             batches += self.batcher.flush()
         return self._sum(batches)
