@@ -38,8 +38,12 @@ Input: gensim's Wikipedia excerpt + lee_background.cor, two copies (``--copies``
 keeps the first lines of one copy), the SimLex-999 + WordSim-353 vocabulary, ``--max-contexts 0``
 (every occurrence).
 
+``--batch-tokens N`` gives ``distill`` a GPU-sized budget (131,072 is its cap on CUDA) to see the
+batches a GPU would get.
+
 Usage: python benchmarks/feed.py [--workers 1,2] [--layers 1,12] [--simulate-rate 1e6]
        [--repeat 1] [--copies 2] [--lines N] [--max-contexts 0] [--corpus FILE] [--vocab FILE]
+       [--batch-tokens N]
 """
 
 from __future__ import annotations
@@ -204,6 +208,7 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
         model=task["model"],
         max_contexts=task["max_contexts"],
         workers=task["workers"],
+        batch_tokens=task.get("batch_tokens"),
         **({"layers": [0]} if simulated else {}),
     )
     model, tokenizer = load_pretrained(config)
@@ -406,6 +411,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--workers", type=count_list, default="1,2", help="1: one process")
     parser.add_argument("--layers", type=count_list, default="1,12", help="near-free depths")
     parser.add_argument("--simulate-rate", type=positive(float), default=1e6, help="tokens/s")
+    parser.add_argument(
+        "--batch-tokens", type=positive(int), help="distill's budget (default: its own, 8,192)"
+    )
     parser.add_argument("--repeat", type=positive(int), default=1, help="runs of each")
     add_input_options(parser)
     args = parser.parse_args()
@@ -452,6 +460,7 @@ def main() -> None:
                         "vocab": str(vocab),
                         "max_contexts": args.max_contexts,
                         "rate": args.simulate_rate,
+                        "batch_tokens": args.batch_tokens,
                     }
                     run = measure(task)
                     runs.setdefault((kind, depth, workers), []).append(run)

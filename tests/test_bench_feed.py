@@ -98,6 +98,7 @@ def test_importing_a_benchmark_that_runs_workers_imports_no_torch(script):
         ("feed", ["--simulate-rate", "-1"], "argument --simulate-rate: must be above 0, got -1"),
         ("feed", ["--workers", "1,0"], "argument --workers: must be above 0, got 0"),
         ("feed", ["--repeat", "0"], "argument --repeat: must be above 0, got 0"),
+        ("feed", ["--batch-tokens", "0"], "argument --batch-tokens: must be above 0, got 0"),
         ("feed", ["--lines", "-1"], "argument --lines: must be above 0, got -1"),
         ("feed", ["--max-contexts", "-1"], "argument --max-contexts: must be 0 or more, got -1"),
         ("feed", ["--corpus", "missing.txt"], "missing.txt: no such file"),
