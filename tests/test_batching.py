@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 from roberta_static.engine.feeding import Batcher
-from roberta_static.model.batches import EncoderInput, make_batches, padded
+from roberta_static.model.batches import EncoderInput, batch_groups, make_batches, padded
 from roberta_static.model.subwords import (
     SubwordEncoder,
     choose_windows,
@@ -111,6 +111,34 @@ def test_a_padded_batch_holds_each_input_in_its_row_and_marks_the_rest_padding()
     assert batch.rows.tolist() == [0, 2, 2]
     assert batch.starts.tolist() == [0, 0, 1] and batch.ends.tolist() == [2, 1, 2]
     assert batch.entries.tolist() == [1, 0, 2]
+
+
+def one_input_at_a_time(lengths: list[int], batch_tokens: int, max_padding: float) -> list:
+    """Groups as a loop over the inputs sorted by length makes them: what batch_groups keeps."""
+    groups, group, real = [], [], 0
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        width = lengths[i]
+        padded = (len(group) + 1) * width
+        if group and (padded > batch_tokens or padded - real - width > max_padding * padded):
+            groups.append(group)
+            group, real = [], 0
+        group.append(i)
+        real += width
+    return groups + [group] if group else groups
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 80), max_size=120),
+    batch_tokens=st.integers(1, 400),
+    max_padding=st.sampled_from([0.0, 0.1, 0.3]),
+)
+def test_grouping_by_length_gives_the_groups_of_a_loop_over_the_inputs(
+    lengths, batch_tokens, max_padding
+):
+    inputs = [EncoderInput(np.zeros(n, np.int64), np.zeros((0, 3), np.int64)) for n in lengths]
+    groups = list(batch_groups(inputs, batch_tokens, max_padding))
+    assert groups == one_input_at_a_time(lengths, batch_tokens, max_padding)
 
 
 def test_batches_keep_padding_under_the_bound():
