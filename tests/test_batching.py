@@ -113,6 +113,21 @@ def test_a_padded_batch_holds_each_input_in_its_row_and_marks_the_rest_padding()
     assert batch.entries.tolist() == [1, 0, 2]
 
 
+def test_an_input_whose_batch_never_fills_waits_a_bounded_number_of_tokens():
+    # A chunk leaves memory only once every input before it is summed: an input of a rare
+    # length waiting for the corpus's end would keep the whole corpus.
+    from roberta_static.engine.feeding import HOLD_AGE
+
+    batcher = Batcher(batch_tokens=40, pad_id=0, hold_tokens=100)
+    rare = Chunk(3)
+    assert batcher.add(rare) == []
+    for _ in range(HOLD_AGE * 100 // 40):  # 40 tokens a chunk, full batches: the 3 waits
+        assert batcher.add(Chunk(10, 10, 10, 10)) != []
+        assert (rare, 0) in batcher.pool
+    batcher.add(Chunk(10, 10, 10, 10))  # more than HOLD_AGE x 100 tokens came after it
+    assert (rare, 0) not in batcher.pool
+
+
 def one_input_at_a_time(lengths: list[int], batch_tokens: int, max_padding: float) -> list:
     """Groups as a loop over the inputs sorted by length makes them: what batch_groups keeps."""
     groups, group, real = [], [], 0

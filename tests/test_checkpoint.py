@@ -1,4 +1,4 @@
-"""Checkpoint and resume: an interrupted run, resumed, gives bit-identical vectors on CPU."""
+"""Checkpoint and resume: an interrupted run, resumed, gives the vectors of one not stopped."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def messy_corpus(tmp_path) -> Path:
     return folder
 
 
-def test_stopped_run_resumes_to_identical_vectors_and_stats(
+def test_stopped_run_resumes_to_identical_vectors_and_counts(
     roberta_dir, messy_corpus, vocab_file, tmp_path
 ):
     config = DistillConfig(model=str(roberta_dir), layers="1-2", max_contexts=0, chunk_sentences=8)
@@ -74,8 +74,11 @@ def test_stopped_run_resumes_to_identical_vectors_and_stats(
     assert stats["bad_bytes"] == 90 and stats["binary_files_skipped"] == [
         str(messy_corpus / "a.dat")
     ]
+    # Not the time it took, nor how inputs were batched: the saved inputs wait again as if new,
+    # so they may go in other batches than in the run that was not stopped.
+    batching = ("seconds", "encoder_wait_seconds", "batches", "padded_tokens")
     for key, value in stats.items():
-        if key not in ("seconds", "encoder_wait_seconds"):  # the time it took, not what it did
+        if key not in batching:
             assert resumed.meta["stats"][key] == value, key
 
 

@@ -33,6 +33,9 @@ from .worker import Message
 # Inputs whose batch is not full wait for more while they hold at most this many batches' worth
 # of tokens (see Batcher): enough for a length's batch to fill, little left for the end.
 HOLD_BATCHES = 4
+# ... and until this many times as many tokens have come after them: the ledger keeps every
+# chunk from the oldest one not summed on, so a wait without this bound kept the whole corpus.
+HOLD_AGE = 2
 _POLL_SECONDS = 0.1
 
 
@@ -266,16 +269,20 @@ class Batcher(Generic[C]):
     by length as :func:`~..model.batches.length_groups` groups them. A group goes to the encoder
     once full (another input as long as its longest would pass the token budget); the others
     wait for more inputs, the largest going first whenever together they hold more than
-    ``hold_tokens`` real tokens. A chunk holds inputs of every length, so its inputs alone fill
-    few groups: with a GPU's budget of up to 131,072 tokens, batching chunk by chunk made
-    batches of about 4,000. What waits is bounded by ``hold_tokens``, and so is what the encoder
-    has left to do once the corpus is read. Which inputs make a batch depends only on the order
-    they arrive in, so a run in one process makes the same batches, and sums, every time.
+    ``hold_tokens`` real tokens. A group also goes once ``HOLD_AGE`` times ``hold_tokens`` have
+    come after an input of it: a chunk leaves memory only once every input before it is summed. A
+    chunk holds inputs of every length, so its inputs alone fill few groups: with a GPU's budget
+    of up to 131,072 tokens, batching chunk by chunk made batches of about 4,000. What waits is
+    bounded by ``hold_tokens``, and so is what the encoder has left once the corpus is read.
+    Which inputs make a batch depends only on the order they arrive in, so a run in one process
+    makes the same batches, and sums, every time.
     """
 
     def __init__(self, batch_tokens: int, pad_id: int, hold_tokens: int) -> None:
         self.batch_tokens, self.pad_id, self.hold_tokens = batch_tokens, pad_id, hold_tokens
         self.waiting: dict[int, list[tuple[C, int]]] = {}  # input length: (chunk, input number)
+        self.added = 0  # tokens handed over so far
+        self.arrived: dict[int, int] = {}  # id of a chunk with inputs waiting: added with it
 
     @property
     def pool(self) -> list[tuple[C, int]]:
@@ -284,6 +291,8 @@ class Batcher(Generic[C]):
 
     def add(self, chunk: C, flush: bool = False) -> list[tuple[Batch, list[tuple[C, int]]]]:
         """The batches ready once ``chunk`` is in (with ``flush``, of every input waiting)."""
+        self.added += sum(len(item.ids) for item in chunk.inputs)
+        self.arrived[id(chunk)] = self.added
         for number, item in enumerate(chunk.inputs):
             self.waiting.setdefault(len(item.ids), []).append((chunk, number))
         return self._batches(hold=not flush)
@@ -296,8 +305,10 @@ class Batcher(Generic[C]):
         groups = list(length_groups(self.waiting, self.batch_tokens))
         self.waiting = {}
         if hold:
-            ready = [group for group in groups if self._full(group)]
-            left = sorted((group for group in groups if not self._full(group)), key=_tokens)
+            going = [self._ready(group) for group in groups]
+            ready = [group for group, goes in zip(groups, going, strict=True) if goes]
+            left = [group for group, goes in zip(groups, going, strict=True) if not goes]
+            left.sort(key=_tokens)
             held = sum(_tokens(group) for group in left)
             while left and held > self.hold_tokens:  # the largest go first: fuller batches
                 held -= _tokens(left[-1])
@@ -305,10 +316,16 @@ class Batcher(Generic[C]):
             for member in (member for group in left for member in group):
                 self.waiting.setdefault(_length(member), []).append(member)
             groups = ready
+        self.arrived = {id(chunk): self.arrived[id(chunk)] for chunk, _ in self.pool}
         return [
             (padded([chunk.inputs[number] for chunk, number in group], self.pad_id), group)
             for group in groups
         ]
+
+    def _ready(self, group: list[tuple[C, int]]) -> bool:
+        """Whether the group is full, or holds an input that has waited long (see the class)."""
+        oldest = min(self.arrived[id(chunk)] for chunk, _ in group)
+        return self._full(group) or self.added - oldest > HOLD_AGE * self.hold_tokens
 
     def _full(self, group: list[tuple[C, int]]) -> bool:
         """Whether another input as long as the group's longest (its last) would pass the budget."""
