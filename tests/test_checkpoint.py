@@ -41,6 +41,20 @@ def checkpoint_first_chunk(corpus, vocab, config, out: Path) -> None:
         distill(corpus, vocab, config, checkpointing=Checkpointing(out, 0, stop))
 
 
+def test_a_stop_asked_before_any_sum_does_not_wait_for_batches_to_fill(
+    roberta_dir, long_corpus, vocab_file, tmp_path
+):
+    # With this budget the whole corpus fits in what may wait for fuller batches: the stop must
+    # send what waits at once, or it would take effect only once the corpus is read.
+    config = DistillConfig(
+        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8,
+        batch_tokens=100_000,
+    )  # fmt: skip
+    checkpoint_first_chunk(long_corpus, vocab_file, config, tmp_path / "out")
+    saved = load_checkpoint(tmp_path / "out")
+    assert not all(shard.done for shard in saved.state.shards)
+
+
 @pytest.fixture()
 def messy_corpus(tmp_path) -> Path:
     """A folder: a binary file first, then text with an invalid byte on every tenth line."""

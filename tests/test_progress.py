@@ -73,9 +73,12 @@ def test_a_resumed_run_starts_at_its_checkpoint(
     roberta_dir, even_corpus, tmp_path, workers, monkeypatch
 ):
     monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 2_000)
+    # Small batches, so that work is summed (and reported done) as the corpus is read: with the
+    # default budget this small corpus would wait whole for its batches to fill.
     config = DistillConfig(
-        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8, workers=workers
-    )
+        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8, workers=workers,
+        batch_tokens=64,
+    )  # fmt: skip
     stop, size = threading.Event(), even_corpus.stat().st_size
 
     def stop_halfway(report):

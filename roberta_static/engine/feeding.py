@@ -126,7 +126,7 @@ class FedPass:
         encoder = self.encoders[0]
         hold = HOLD_BATCHES * encoder.batch_tokens
         batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, hold)
-        watch = _Watch(stop, lambda: self._poll(ledger, start))
+        watch = _Watch(stop, lambda: self._poll(ledger, encoding, batcher, start, stop))
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
             if not self._feed(state, _Run(ledger, encoding, batcher, start, watch)):
@@ -145,16 +145,31 @@ class FedPass:
         if self.saver.checkpointing is not None:
             self.saver.checkpointing.nothing_to_lose = False
 
-    def _poll(self, ledger: Ledger, start: PassStart) -> None:
+    def _poll(
+        self,
+        ledger: Ledger,
+        encoding: EncoderThreads,
+        batcher: Batcher[SentChunk],
+        start: PassStart,
+        stop: Any,
+    ) -> None:
         """What every wait does a few times a second: save when due, report new sums.
 
         A chunk can take many seconds on a CPU: the batches summed since the last report count.
+        A stop asked before any batch is summed takes effect once one is: the inputs waiting for
+        their batches to fill go at once, or the stop could wait for the corpus's end.
         """
+        if self._stop_waits_for_a_sum(ledger) and batcher.pool:
+            encoding.put(batcher.flush(), stop)
         if ledger.summed and self.saver.due():
             self.saver.save(self._snapshot(ledger))
         if ledger.summed != self.reported:
             self.reported = ledger.summed
             self.report(start.progress(ledger.total(), self._tokens()))
+
+    def _stop_waits_for_a_sum(self, ledger: Ledger) -> bool:
+        """Whether a stop is asked that waits for a first batch summed (see _StopOnceSummed)."""
+        return self.saver.stopping and not ledger.summed
 
     def _feed(self, state: PassState, run: _Run) -> bool:
         """Send the shards to the feeder and their batches to the encoders until all are summed.
@@ -173,7 +188,8 @@ class FedPass:
                 open_shards.discard(index)
             sent = run.ledger.send(index, chunk)
             # Inputs whose batch is not full wait for more, until no shard is left to read.
-            if not run.encoding.put(run.batcher.add(sent, flush=not open_shards), run.watch):
+            flush = not open_shards or self._stop_waits_for_a_sum(run.ledger)
+            if not run.encoding.put(run.batcher.add(sent, flush=flush), run.watch):
                 return False
             self.report(run.start.progress(run.ledger.total(), self._tokens()))
         done = run.encoding.wait(run.watch)
