@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from ..errors import Interrupted
-from ..model.batches import Batch, EncoderInput, length_groups, padded
+from ..model.batches import Batch, EncoderInput, Run, length_runs, padded
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
 from ..progress import PassStart, ProgressCallback
@@ -282,7 +282,7 @@ class Batcher(Generic[C]):
     """Encoder batches from the inputs of the chunks handed over, with the inputs each holds.
 
     Inputs of any chunk (and, with worker processes or Ray, of any shard) wait together, grouped
-    by length as :func:`~..model.batches.length_groups` groups them. A group goes to the encoder
+    by length as :func:`~..model.batches.length_runs` groups them. A group goes to the encoder
     once full (another input as long as its longest would pass the token budget); the others
     wait for more inputs, the largest going first whenever together they hold more than
     ``hold_tokens`` real tokens. A group also goes once ``HOLD_AGE`` times ``hold_tokens`` have
@@ -297,8 +297,8 @@ class Batcher(Generic[C]):
     def __init__(self, batch_tokens: int, pad_id: int, hold_tokens: int) -> None:
         self.batch_tokens, self.pad_id, self.hold_tokens = batch_tokens, pad_id, hold_tokens
         self.waiting: dict[int, list[tuple[C, int]]] = {}  # input length: (chunk, input number)
+        self.arrivals: dict[int, list[int]] = {}  # input length: tokens handed over with each
         self.added = 0  # tokens handed over so far
-        self.arrived: dict[int, int] = {}  # id of a chunk with inputs waiting: added with it
 
     @property
     def pool(self) -> list[tuple[C, int]]:
@@ -308,9 +308,9 @@ class Batcher(Generic[C]):
     def add(self, chunk: C, flush: bool = False) -> list[tuple[Batch, list[tuple[C, int]]]]:
         """The batches ready once ``chunk`` is in (with ``flush``, of every input waiting)."""
         self.added += sum(len(item.ids) for item in chunk.inputs)
-        self.arrived[id(chunk)] = self.added
         for number, item in enumerate(chunk.inputs):
             self.waiting.setdefault(len(item.ids), []).append((chunk, number))
+            self.arrivals.setdefault(len(item.ids), []).append(self.added)
         return self._batches(hold=not flush)
 
     def flush(self) -> list[tuple[Batch, list[tuple[C, int]]]]:
@@ -318,40 +318,36 @@ class Batcher(Generic[C]):
         return self._batches(hold=False)
 
     def _batches(self, hold: bool) -> list[tuple[Batch, list[tuple[C, int]]]]:
-        groups = list(length_groups(self.waiting, self.batch_tokens))
-        self.waiting = {}
-        if hold:
-            going = [self._ready(group) for group in groups]
-            ready = [group for group, goes in zip(groups, going, strict=True) if goes]
-            left = [group for group, goes in zip(groups, going, strict=True) if not goes]
-            left.sort(key=_tokens)
-            held = sum(_tokens(group) for group in left)
-            while left and held > self.hold_tokens:  # the largest go first: fuller batches
-                held -= _tokens(left[-1])
-                ready.append(left.pop())
-            for member in (member for group in left for member in group):
-                self.waiting.setdefault(_length(member), []).append(member)
-            groups = ready
-        self.arrived = {id(chunk): self.arrived[id(chunk)] for chunk, _ in self.pool}
-        return [
-            (padded([chunk.inputs[number] for chunk, number in group], self.pad_id), group)
-            for group in groups
-        ]
+        counts = {length: len(members) for length, members in self.waiting.items()}
+        groups = list(length_runs(counts, self.batch_tokens))
+        going = [not hold or self._ready(group) for group in groups]
+        ready = [group for group, goes in zip(groups, going, strict=True) if goes]
+        left = sorted((g for g, goes in zip(groups, going, strict=True) if not goes), key=_tokens)
+        held = sum(_tokens(group) for group in left)
+        while left and held > self.hold_tokens:  # the largest go first: fuller batches
+            held -= _tokens(left[-1])
+            ready.append(left.pop())
+        waiting, arrivals = self.waiting, self.arrivals
+        self.waiting, self.arrivals = {}, {}
+        for length, begin, end in (run for group in left for run in group):
+            self.waiting.setdefault(length, []).extend(waiting[length][begin:end])
+            self.arrivals.setdefault(length, []).extend(arrivals[length][begin:end])
+        batches = []
+        for group in ready:
+            members = [m for length, begin, end in group for m in waiting[length][begin:end]]
+            inputs = [chunk.inputs[number] for chunk, number in members]
+            batches.append((padded(inputs, self.pad_id), members))
+        return batches
 
-    def _ready(self, group: list[tuple[C, int]]) -> bool:
+    def _ready(self, group: list[Run]) -> bool:
         """Whether the group is full, or holds an input that has waited long (see the class)."""
-        oldest = min(self.arrived[id(chunk)] for chunk, _ in group)
-        return self._full(group) or self.added - oldest > HOLD_AGE * self.hold_tokens
-
-    def _full(self, group: list[tuple[C, int]]) -> bool:
-        """Whether another input as long as the group's longest (its last) would pass the budget."""
-        return (len(group) + 1) * _length(group[-1]) > self.batch_tokens
-
-
-def _length(member: tuple[Pooled, int]) -> int:
-    chunk, number = member
-    return len(chunk.inputs[number].ids)
+        length = group[-1][0]
+        if (sum(end - begin for _, begin, end in group) + 1) * length > self.batch_tokens:
+            return True
+        oldest = min(self.arrivals[length][begin] for length, begin, _ in group)
+        return self.added - oldest > HOLD_AGE * self.hold_tokens
 
 
-def _tokens(group: list[tuple[Pooled, int]]) -> int:
-    return sum(_length(member) for member in group)
+def _tokens(group: list[Run]) -> int:
+    """Real tokens of a group of runs."""
+    return sum(length * (end - begin) for length, begin, end in group)

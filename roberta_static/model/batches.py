@@ -8,11 +8,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -104,40 +101,45 @@ def make_batches(
 def batch_groups(
     inputs: Sequence[EncoderInput], batch_tokens: int, max_padding: float = 0.1
 ) -> Iterator[list[int]]:
-    """The indices of ``inputs`` that make each batch, shortest first (:func:`length_groups`)."""
+    """The indices of ``inputs`` that make each batch, shortest first (:func:`length_runs`)."""
     by_length: dict[int, list[int]] = defaultdict(list)
     for index, item in enumerate(inputs):
         by_length[len(item.ids)].append(index)
-    return length_groups(by_length, batch_tokens, max_padding)
+    counts = {length: len(indices) for length, indices in by_length.items()}
+    for runs in length_runs(counts, batch_tokens, max_padding):
+        yield [index for length, begin, end in runs for index in by_length[length][begin:end]]
 
 
-def length_groups(
-    by_length: Mapping[int, Sequence[T]], batch_tokens: int, max_padding: float = 0.1
-) -> Iterator[list[T]]:
-    """Members grouped into batches, shortest first, from the members of each input length.
+Run = tuple[int, int, int]  # (length, begin, end): inputs begin to end of those of that length
+
+
+def length_runs(
+    counts: Mapping[int, int], batch_tokens: int, max_padding: float = 0.1
+) -> Iterator[list[Run]]:
+    """Batches of inputs, shortest first, from how many inputs there are of each length.
 
     A batch holds at most ``batch_tokens`` tokens, padding included, and at most a ``max_padding``
-    share of padding: members are taken by length, in their order within a length, and a longer
-    one starts a new batch when padding the batch to its length would pass either limit. Inputs
-    of one length add no padding, so they are taken as many at a time as the budget allows: the
+    share of padding: inputs are taken by length, in their order within a length, and a longer
+    one starts a new batch when padding the batch to its length would pass either limit. Each
+    batch is given as runs of inputs of one length; inputs of one length add no padding, so the
     cost follows the lengths and batches, not the inputs.
     """
-    group: list[T] = []
-    real = 0
-    for length in sorted(by_length):
-        members, start = by_length[length], 0
-        while start < len(members):
-            taken = len(group)
-            padded = (taken + 1) * length
-            if group and (padded > batch_tokens or taken * length - real > max_padding * padded):
-                yield group
-                group, real, taken = [], 0, 0
-            room = max(1, batch_tokens // length - taken)  # an input over the budget goes alone
-            group += members[start : start + room]
-            real += length * (len(group) - taken)
-            start += room
-    if group:
-        yield group
+    runs: list[Run] = []
+    size = real = 0
+    for length in sorted(counts):
+        begin, count = 0, counts[length]
+        while begin < count:
+            padded = (size + 1) * length
+            if runs and (padded > batch_tokens or size * length - real > max_padding * padded):
+                yield runs
+                runs, size, real = [], 0, 0
+            end = min(count, begin + max(1, batch_tokens // length - size))  # over it: alone
+            runs.append((length, begin, end))
+            size += end - begin
+            real += length * (end - begin)
+            begin = end
+    if runs:
+        yield runs
 
 
 def padded(inputs: Sequence[EncoderInput], pad_id: int) -> Batch:
