@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -126,6 +128,26 @@ def test_an_input_whose_batch_never_fills_waits_a_bounded_number_of_tokens():
         assert (rare, 0) in batcher.pool
     batcher.add(Chunk(10, 10, 10, 10))  # more than HOLD_AGE x 100 tokens came after it
     assert (rare, 0) not in batcher.pool
+
+
+def test_inputs_in_small_chunks_make_batches_about_as_full_as_in_large_ones():
+    # Worker processes hand over a shard's chunks, smaller than one process's: the batcher a
+    # pass builds holds enough inputs that their batches are about as full (4 batches' worth
+    # held made them 0.76x as full with the CPU's budget).
+    rng = random.Random(0)
+    lengths = [min(200, max(4, int(rng.lognormvariate(3.1, 0.5)))) for _ in range(16 * 2048)]
+
+    def mean_batch(size: int) -> float:
+        batcher = Batcher.for_budget(8192, pad_id=0)
+        chunks = [Chunk(*lengths[i : i + size]) for i in range(0, len(lengths), size)]
+        sizes = [
+            batch.real_tokens
+            for number, chunk in enumerate(chunks)
+            for batch, _ in batcher.add(chunk, flush=number == len(chunks) - 1)
+        ]
+        return sum(sizes) / len(sizes)
+
+    assert mean_batch(512) >= 0.9 * mean_batch(2048)
 
 
 def one_input_at_a_time(lengths: list[int], batch_tokens: int, max_padding: float) -> list:

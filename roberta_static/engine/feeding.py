@@ -31,8 +31,13 @@ from .stats import RunStats
 from .worker import Message
 
 # Inputs whose batch is not full wait for more while they hold at most this many batches' worth
-# of tokens (see Batcher): enough for a length's batch to fill, little left for the end.
+# of tokens (see Batcher): enough for a length's batch to fill, little left for the end ...
 HOLD_BATCHES = 4
+# ... and at least this many tokens. A batch fills from inputs of its lengths only (some 40
+# groups span sentence lengths at 10% padding), so a small budget's 4 batches filled few: with
+# the CPU's 8,192, worker processes' smaller chunks made batches 0.81x as full as one process's
+# (0.95x with this floor; benchmarks/batcher.py). A GPU's budget is past it.
+HOLD_MIN_TOKENS = 131_072
 # ... and until this many times as many tokens have come after them: the ledger keeps every
 # chunk from the oldest one not summed on, so a wait without this bound kept the whole corpus.
 HOLD_AGE = 2
@@ -124,8 +129,7 @@ class FedPass:
             self.encoders, self.accumulators, self.encoder_stats, self.job.config, ledger, stop
         )
         encoder = self.encoders[0]
-        hold = HOLD_BATCHES * encoder.batch_tokens
-        batcher = Batcher(encoder.batch_tokens, encoder.subwords.pad_id, hold)
+        batcher = Batcher.for_budget(encoder.batch_tokens, encoder.subwords.pad_id)
         watch = _Watch(stop, lambda: self._poll(ledger, encoding, batcher, start, stop))
         try:
             self.report(start.progress(ledger.total(), self._tokens()))
@@ -285,10 +289,11 @@ class Batcher(Generic[C]):
     by length as :func:`~..model.batches.length_runs` groups them. A group goes to the encoder
     once full (another input as long as its longest would pass the token budget); the others
     wait for more inputs, the largest going first whenever together they hold more than
-    ``hold_tokens`` real tokens. A group also goes once ``HOLD_AGE`` times ``hold_tokens`` have
-    come after an input of it: a chunk leaves memory only once every input before it is summed. A
-    chunk holds inputs of every length, so its inputs alone fill few groups: with a GPU's budget
-    of up to 131,072 tokens, batching chunk by chunk made batches of about 4,000. What waits is
+    ``hold_tokens`` real tokens (a pass's are :meth:`for_budget`'s). A group also goes once
+    ``HOLD_AGE`` times ``hold_tokens`` have come after an input of it: a chunk leaves memory only
+    once every input before it is summed. A chunk holds inputs of every length, so its inputs
+    alone fill few groups: with a GPU's budget of up to 131,072 tokens, batching chunk by chunk
+    made batches of about 4,000. What waits is
     bounded by ``hold_tokens``, and so is what the encoder has left once the corpus is read.
     Which inputs make a batch depends only on the order they arrive in, so a run in one process
     makes the same batches, and sums, every time.
@@ -299,6 +304,11 @@ class Batcher(Generic[C]):
         self.waiting: dict[int, list[tuple[C, int]]] = {}  # input length: (chunk, input number)
         self.arrivals: dict[int, list[int]] = {}  # input length: tokens handed over with each
         self.added = 0  # tokens handed over so far
+
+    @classmethod
+    def for_budget(cls, batch_tokens: int, pad_id: int) -> Batcher:
+        """The batcher of a pass whose batches hold ``batch_tokens`` (see ``HOLD_BATCHES``)."""
+        return cls(batch_tokens, pad_id, max(HOLD_BATCHES * batch_tokens, HOLD_MIN_TOKENS))
 
     @property
     def pool(self) -> list[tuple[C, int]]:

@@ -21,7 +21,7 @@ from ...model.encoder import Encoder
 from ...model.pooling import Accumulator
 from ...model.threads import use_threads
 from ...text.shards import Shard
-from ..feeding import HOLD_BATCHES, Batcher
+from ..feeding import Batcher
 from ..producer import Producer, ProducerSetup
 from ..state import PassState, ShardState
 from ..stats import RunStats
@@ -150,9 +150,9 @@ class EncoderActor:
         # would hold more than _POOLED_SUMS_BYTES of them.
         per_shard = Accumulator.bytes_needed(entries, self.dim)
         self.max_shards = max(1, _POOLED_SUMS_BYTES // per_shard)
-        pad_id = self.encoder.subwords.pad_id
-        budget = self.encoder.batch_tokens
-        self.batcher: Batcher[_Chunk] = Batcher(budget, pad_id, HOLD_BATCHES * budget)
+        self.batcher: Batcher[_Chunk] = Batcher.for_budget(
+            self.encoder.batch_tokens, self.encoder.subwords.pad_id
+        )
         self.idle_since = time.perf_counter()
 
     def add(self, shard: int, number: int, inputs: list[EncoderInput]) -> Summed:
