@@ -54,7 +54,7 @@ def test_layer_range_error_gives_valid_range():
 
 def test_not_a_model(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    with pytest.raises(ModelLoadError, match="cannot load a model"):
+    with pytest.raises(ModelLoadError, match="cannot load a model .the folder has no config.json"):
         load_pretrained(DistillConfig(model=str(tmp_path)))
     with pytest.raises(ModelLoadError, match="found a file"):
         load_pretrained(DistillConfig(model=str(tmp_path / "notes.txt")))

@@ -52,6 +52,11 @@ def load_pretrained(
     options: dict[str, Any] = {"trust_remote_code": config.trust_remote_code}
     if path.is_dir():
         options["local_files_only"] = True
+        if not (path / "config.json").is_file():  # transformers would ask for a `model_type` key
+            raise ModelLoadError(
+                f"{name}: cannot load a model (the folder has no config.json; "
+                "save_pretrained writes one)"
+            )
         pickled_only = not any(path.glob("*.safetensors")) and any(path.glob("pytorch_model*.bin"))
         if pickled_only and not config.allow_pickle:
             raise ModelLoadError(
