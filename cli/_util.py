@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import _thread
 import gc
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+from types import FrameType
 from typing import Any, Protocol
 
 import typer
@@ -98,6 +100,7 @@ class Command(_FlagHelp, TyperCommand):
 
 _RAW_ARGS = "roberta_static.raw_args"
 _FLAG_VALUES = {"true", "false", "yes", "no", "on", "off"}
+_RETRY_SECONDS = 0.01  # a signal that came inside a finalizer is taken again this much later
 
 
 def check_not_flag_values(ctx: Any, paths: list[Path]) -> None:
@@ -157,7 +160,7 @@ def stop_on_signals(checkpointing: Stoppable) -> Iterator[None]:
         return
     previous = {signum: signal.getsignal(signum) for signum in signals}
     for signum in signals:
-        signal.signal(signum, handler)
+        signal.signal(signum, _outside_finalizers(handler))
     try:
         yield
     finally:
@@ -168,6 +171,31 @@ def stop_on_signals(checkpointing: Stoppable) -> Iterator[None]:
         else:
             for signum, earlier in previous.items():
                 signal.signal(signum, earlier)
+
+
+def _outside_finalizers(handler: Callable[[int, Any], None]) -> Callable[[int, Any], None]:
+    """``handler``, for a signal that comes outside a ``__del__``; inside, taken again later.
+
+    Python prints and drops what a ``__del__`` raises, so a ``StopNow`` raised there would
+    be lost (a collection runs finalizers while a model or tokenizer loads).
+    """
+
+    def outside(signum: int, frame: FrameType | None) -> None:
+        if _in_finalizer(frame):
+            threading.Timer(_RETRY_SECONDS, _thread.interrupt_main, (signum,)).start()
+        else:
+            handler(signum, frame)
+
+    return outside
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a ``__del__`` (its own code or something it calls)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def require_inputs(command: str, inputs: dict[str, Any], instead: str) -> None:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import gc
 import signal
+import time
+
+import pytest
 
 from roberta_static.cli._util import stop_on_signals
+from roberta_static.stopping import Checkpointing, StopNow
 
 
 class _Run:
@@ -39,3 +43,23 @@ def test_a_run_never_stopped_gets_the_previous_handlers_back():
     with stop_on_signals(_Run()):
         assert signal.getsignal(signal.SIGINT) is not before[signal.SIGINT]
     assert {signum: signal.getsignal(signum) for signum in before} == before
+
+
+def test_a_signal_that_comes_inside_a_finalizer_still_stops_the_run_at_once(tmp_path, capfd):
+    # Python prints and drops an exception raised in a __del__: a Ctrl-C that came while a
+    # collection ran one (as one does while a model loads) did not stop the run there.
+    class Finalized:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # its handler runs here, in this frame
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(StopNow), stop_on_signals(Checkpointing(tmp_path)):
+            Finalized()
+            for _ in range(500):  # ordinary code, where the stop lands
+                time.sleep(0.01)
+        assert capfd.readouterr().err == "stopping... (Ctrl-C again to quit now)\n"
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        gc.unfreeze()
