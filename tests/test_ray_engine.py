@@ -166,19 +166,19 @@ def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_
     serial = serial_run(0)
     killed = {}
 
-    def kill_once_encoding(report):
-        if not getattr(report, "tokens", 0):
-            return
-        if "actor" not in killed:
-            names = [n for n in ray.util.list_named_actors() if n.startswith("roberta-static-")]
-            ray.kill(ray.get_actor(sorted(names)[0]), no_restart=False)
-            killed["actor"] = report
+    def kill_each_once(report):
+        # A task is killed as soon as one runs: waiting for the first sum too, as the actor
+        # does, could find every task ended (the actor sums once 16 sentences are in).
         if "task" not in killed and (pids := _shard_task_pids()):
             os.kill(pids[0], signal.SIGKILL)
             killed["task"] = report
+        if "actor" not in killed and getattr(report, "tokens", 0):
+            names = [n for n in ray.util.list_named_actors() if n.startswith("roberta-static-")]
+            ray.kill(ray.get_actor(sorted(names)[0]), no_restart=False)
+            killed["actor"] = report
 
     on_ray = distill(
-        corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), kill_once_encoding
+        corpus_folder, vocab_file, config.replace(engine="ray", encoders=2), kill_each_once
     )
     for report in killed.values():  # mid-run
         assert report.bytes_read < report.total_bytes
