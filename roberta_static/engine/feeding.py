@@ -293,10 +293,9 @@ class Batcher(Generic[C]):
     ``HOLD_AGE`` times ``hold_tokens`` have come after an input of it: a chunk leaves memory only
     once every input before it is summed. A chunk holds inputs of every length, so its inputs
     alone fill few groups: with a GPU's budget of up to 131,072 tokens, batching chunk by chunk
-    made batches of about 4,000. What waits is
-    bounded by ``hold_tokens``, and so is what the encoder has left once the corpus is read.
-    Which inputs make a batch depends only on the order they arrive in, so a run in one process
-    makes the same batches, and sums, every time.
+    made batches of about 4,000. What waits is bounded by ``hold_tokens``, and so is what the
+    encoder has left once the corpus is read. Which inputs make a batch depends only on the
+    order they arrive in, so a run in one process makes the same batches, and sums, every time.
     """
 
     def __init__(self, batch_tokens: int, pad_id: int, hold_tokens: int) -> None:
