@@ -73,6 +73,10 @@ class MissingExtraError(RobertaStaticError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
 
+class WorkerError(RobertaStaticError, RuntimeError):
+    """A worker process of the pass ended before its work was done (killed, say, for memory)."""
+
+
 class Interrupted(RobertaStaticError):
     """The run was asked to stop; a checkpoint was written to resume from."""
 

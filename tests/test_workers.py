@@ -408,6 +408,47 @@ def test_sigint_stops_workers_quietly_and_what_was_done_resumes(
     assert_same_vectors(distill(busy_corpus, vocab_file, config), StaticVectors.load(out))
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc for the worker processes")
+def test_a_killed_worker_ends_the_run_with_one_line_and_no_output(
+    roberta_dir, busy_corpus, vocab_file, small_shards, tmp_path
+):
+    # The kernel's out-of-memory killer ends a worker with SIGKILL: no traceback for that.
+    options = ["--vocab", vocab_file, "--model", roberta_dir, "-l", "1", "--max-contexts", "0"]
+    options = [*map(str, options), "--chunk-sentences", "16", "--batch-tokens", "128"]
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        ["roberta-static", "distill", str(busy_corpus), *options, "--out", str(out)]
+        + ["--workers", "2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_until(lambda: _forked_workers(process.pid), process)
+        os.kill(_forked_workers(process.pid)[0], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 1, stderr
+    assert stderr == "error: a worker process ended unexpectedly (killed by signal 9)\n"
+    assert not out.exists()
+
+
+def _forked_workers(pid: int) -> list[int]:
+    """The workers of the run ``pid`` leads a session of: forked by its fork server, which the
+    run started (a spawned worker's parent is the run itself)."""
+    found = []
+    for worker in _workers_of(pid, b"/spacy/"):
+        try:
+            parent = int(Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        if parent != pid:
+            found.append(worker)
+    return found
+
+
 def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_on(
     roberta_dir, corpus_folder, vocab_file, tmp_path
 ):

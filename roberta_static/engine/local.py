@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from ..config import DistillConfig
+from ..errors import WorkerError
 from ..model.encoder import Encoder
 from ..model.threads import torch_threads
 from ..progress import ProgressCallback
@@ -234,11 +235,12 @@ class ProcessFeeder:
             raise self.start_error
         if self.starting is not None and self.starting.is_alive():
             return  # a process not started yet is not alive either
-        dead = [p for p in self.processes if not p.is_alive()]
-        if dead:
-            raise RuntimeError(
-                f"a worker process ended unexpectedly (exit code {dead[0].exitcode})"
-            ) from None
+        codes = [p.exitcode for p in self.processes if not p.is_alive()]
+        if codes:
+            code = codes[0]
+            killed = code is not None and code < 0
+            how = f"killed by signal {-code}" if killed else f"exit code {code}"
+            raise WorkerError(f"a worker process ended unexpectedly ({how})") from None
 
     def _bridge(self, make_producer: Callable[[], Producer], entries: int) -> None:
         """Serve tasks in this process until a worker is ready; hand the shard in hand over."""
