@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -15,11 +16,11 @@ import pytest
 from conftest import CORPUS_LINES, PausedRun
 from typer.testing import CliRunner
 
-from roberta_static import DistillConfig, distill
+from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.api import distill_from_model
 from roberta_static.cli import app
 from roberta_static.engine.checkpoint import Saver, load_checkpoint, save_checkpoint
-from roberta_static.errors import ConfigError, Interrupted, OutputError
+from roberta_static.errors import ConfigError, Interrupted, OutputError, VectorsError
 from roberta_static.model.loading import load_pretrained
 from roberta_static.stopping import Checkpointing, StopNow
 from roberta_static.text.corpus import Corpus
@@ -94,6 +95,18 @@ def test_stopped_run_resumes_to_identical_vectors_and_counts(
     for key, value in stats.items():
         if key not in batching:
             assert resumed.meta["stats"][key] == value, key
+
+
+def test_reading_a_stopped_runs_folder_as_vectors_says_how_to_finish_it(
+    roberta_dir, messy_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(messy_corpus, vocab_file, config, out)
+    expected = f"{out}: holds the checkpoint of a run not finished yet, no vectors; finish it "
+    expected += f"with roberta-static distill --resume {out}"
+    with pytest.raises(VectorsError, match=f"^{re.escape(expected)}$"):
+        StaticVectors.load(out)
 
 
 def cli(*args):

@@ -23,7 +23,7 @@ import numpy as np
 from ..atomic import missing_folders, remove_if_empty, write_failed
 from ..config import DistillConfig
 from ..errors import ConfigError, Interrupted
-from ..formats.native import META_FILE
+from ..formats.native import CHECKPOINT_DIR, META_FILE
 from ..model.batches import pack_inputs, unpack_inputs
 from ..stopping import Checkpointing, StopNow
 from ..text.corpus import Corpus, Position, corpus_identity
@@ -31,7 +31,6 @@ from ..text.shards import Shard
 from .state import PassState, ShardState
 from .stats import RunStats
 
-CHECKPOINT_DIR = ".checkpoint"
 FORMAT = 4
 _SUMS = ("rows", "sums", "counts")
 

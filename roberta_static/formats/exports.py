@@ -205,6 +205,11 @@ def detect(path: Path) -> str:
         found = _module(family).detect(path)
         if found is not None:
             return found
+    if (path / native.CHECKPOINT_DIR).is_dir():
+        raise VectorsError(
+            f"{path}: holds the checkpoint of a run not finished yet, no vectors; finish it with "
+            f"roberta-static distill --resume {path}"
+        )
     raise VectorsError(
         f"{path}: not a roberta-static vectors folder (no {native.VECTORS_FILE}), nor a model2vec "
         "or sentence-transformers folder"

@@ -5,6 +5,8 @@
     vectors.npy   float32 [V, D] (np.save, no pickle)
     vocab.tsv     word<TAB>count per row
     meta.json     format marker, config, model, corpus, stats
+
+A run not finished yet has only its checkpoint there, in ``.checkpoint/``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ VECTORS_FILE = "vectors.npy"
 VOCAB_FILE = "vocab.tsv"
 META_FILE = "meta.json"
 FILES = (VECTORS_FILE, VOCAB_FILE, META_FILE)
+CHECKPOINT_DIR = ".checkpoint"  # an unfinished distill's state, in its output folder
 
 
 def detect(path: Path) -> str | None:
