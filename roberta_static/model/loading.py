@@ -41,6 +41,7 @@ def load_pretrained(
     """
     import transformers
     from transformers import AutoConfig, AutoTokenizer
+    from transformers.utils import CONFIG_NAME
 
     name = config.model
     if name.startswith(SPACY_PREFIX):
@@ -52,9 +53,9 @@ def load_pretrained(
     options: dict[str, Any] = {"trust_remote_code": config.trust_remote_code}
     if path.is_dir():
         options["local_files_only"] = True
-        if not (path / "config.json").is_file():  # transformers would ask for a `model_type` key
+        if not (path / CONFIG_NAME).is_file():  # transformers would ask for a `model_type` key
             raise ModelLoadError(
-                f"{name}: cannot load a model (the folder has no config.json; "
+                f"{name}: cannot load a model (the folder has no {CONFIG_NAME}; "
                 "save_pretrained writes one)"
             )
         pickled_only = not any(path.glob("*.safetensors")) and any(path.glob("pytorch_model*.bin"))
