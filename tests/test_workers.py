@@ -424,8 +424,14 @@ def test_a_killed_worker_ends_the_run_with_one_line_and_no_output(
         start_new_session=True,
     )
     try:
-        _wait_until(lambda: _forked_workers(process.pid), process)
-        os.kill(_forked_workers(process.pid)[0], signal.SIGKILL)
+        workers: list[int] = []
+
+        def forked() -> bool:
+            workers[:] = _forked_workers(process.pid)
+            return bool(workers)
+
+        _wait_until(forked, process)
+        os.kill(workers[0], signal.SIGKILL)
         _, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
