@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
 from roberta_static.engine.feeding import Batcher
@@ -60,6 +61,22 @@ def test_roberta_word_has_same_subwords_at_start_and_mid_sentence(roberta_dir):
     assert pieces[0] == tokenizer(" Paris", add_special_tokens=False)["input_ids"]
     # The caller's tokenizer is not changed.
     assert tokenizer("Paris", add_special_tokens=False)["input_ids"] != pieces[0]
+
+
+def test_the_encoder_neither_pads_nor_truncates_and_leaves_the_callers_tokenizer_as_it_was(
+    roberta_dir,
+):
+    backend = Tokenizer.from_str(
+        AutoTokenizer.from_pretrained(roberta_dir).backend_tokenizer.to_str()
+    )
+    backend.enable_truncation(3)
+    backend.enable_padding(length=40, pad_id=1)
+    encoder = SubwordEncoder(backend, 64, pad_id=1)
+    [item] = encoder.encode([MatchedSentence("Paris is large and old.", [(19, 22, 0)])])
+    assert 1 not in item.ids.tolist() and len(item.ids) > 5
+    first, end, _ = item.occurrences[0]
+    assert end > first  # the last word kept its subwords
+    assert backend.truncation["max_length"] == 3 and backend.padding["length"] == 40
 
 
 def test_make_batches_respect_budget_and_keep_every_input():
