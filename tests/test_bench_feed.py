@@ -2,6 +2,7 @@
 device, what worker processes import, bad arguments, the run-to-run figure, a comparison of trees."""
 
 import gc
+import pickle
 import subprocess
 import sys
 import time
@@ -14,6 +15,14 @@ import torch
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 import feed  # noqa: E402
+from conftest import CORPUS_LINES, VOCAB_ENTRIES  # noqa: E402
+
+from roberta_static import DistillConfig  # noqa: E402
+from roberta_static.api import distill_from_model  # noqa: E402
+from roberta_static.model.loading import load_pretrained  # noqa: E402
+from roberta_static.text.corpus import Corpus  # noqa: E402
+from roberta_static.text.shards import plan_shards  # noqa: E402
+from roberta_static.text.vocab import Vocabulary  # noqa: E402
 
 
 class Model(torch.nn.Module):
@@ -78,6 +87,36 @@ def test_compile_calls_are_counted_by_phase_and_caller_until_restored(tmp_path, 
         ("outside the phases", f"{__name__}.{this_test}"): 1,
     }
     assert compile_calls(phases.compiles).startswith("compile calls during the pass: 3")
+
+
+def test_replayed_chunks_come_a_few_shards_at_a_time_in_turn_as_workers_send_them():
+    chunks = {0: ["a0", "a1", "a2"], 1: ["b0"], 2: ["c0", "c1"]}
+    replay = feed.ReplayedFeed({k: [pickle.dumps(c) for c in v] for k, v in chunks.items()}, 2)
+    for shard in (0, 1, 2):
+        replay.submit(("encode", shard, None))
+    assert [replay.receive(None) for _ in range(6)] == ["a0", "b0", "a1", "c0", "a2", "c1"]
+
+
+def test_the_encoder_side_alone_sums_what_the_workers_of_a_real_run_hand_over(
+    roberta_dir, tmp_path
+):
+    corpus, vocab = tmp_path / "corpus.txt", tmp_path / "vocab.txt"
+    corpus.write_text("\n".join(CORPUS_LINES * 400) + "\n")  # shards of 64 KB: several
+    vocab.write_text("\n".join(VOCAB_ENTRIES) + "\n")
+    task = {"kind": feed.ENCODER_SIDE, "workers": 2, "model": str(roberta_dir)}
+    task |= {"corpus": str(corpus), "vocab": str(vocab), "max_contexts": 40, "batch_tokens": 512}
+    threads = torch.get_num_threads()
+    try:
+        alone = feed.run_encoder_side(task)
+    finally:
+        torch.set_num_threads(threads)
+    config = DistillConfig(model=str(roberta_dir), max_contexts=40, workers=2, batch_tokens=512)
+    model, tokenizer = load_pretrained(config)
+    words = Vocabulary.from_entries(VOCAB_ENTRIES)
+    real = distill_from_model(model, tokenizer, Corpus([corpus]), words, config).meta["stats"]
+    assert len(plan_shards([corpus])) > 2
+    assert alone["tokens"] == real["tokens"] > 0
+    assert alone["padded_tokens"] >= alone["tokens"] and alone["batches"] > 0
 
 
 @pytest.mark.parametrize("script", ["feed", "throughput", "start_up"])
