@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 25's GPU measurements in one call of the device tool, in about 5 minutes of the 15 a
+# session is lent (see THROUGHPUT.md, "GPU: what is built, and what is not measured").
+#
+# Here first: `bash benchmarks/gpu_pack.sh` (spaCy and gensim for the machine, .gpu/). Then the
+# device tool's run, with carry [".gpu"], timeout_s 420 and the command
+#     bash benchmarks/gpu_check.sh
+# Each step prints to the reply and to $OUT/gpu_check.log, and has a time limit of its own, so
+# one that hangs leaves the others their time. `--smoke` runs the same steps on a few lines of
+# the text, on whatever device there is: a check of this script on a machine without a GPU.
+set -uo pipefail
+cd "$(dirname "$0")"
+
+site=/tmp/roberta-static-site
+mkdir -p "$site"
+tar -xJf ../.gpu/site.tar.xz -C "$site" || { echo "gpu_check.sh: run gpu_pack.sh first" >&2; exit 1; }
+export PYTHONPATH="$site:$(cd .. && pwd)" PYTHONUNBUFFERED=1
+# Bytecode now, once: a module imported without it is compiled at each import, and those calls
+# would mix with the ones encoder_phases.py counts in the forward pass.
+python3 -m compileall -q -j 0 "$site" ../roberta_static ../cli ../spacy_plugin . >/dev/null
+log="${OUT:-/tmp}/gpu_check.log"
+: >"$log"
+
+if [ "${1:-}" = "--smoke" ]; then
+    small=$(mktemp)
+    python3 -c "from throughput import corpus_lines; print('\n'.join(corpus_lines(None)[:60]))" >"$small"
+    text=(--corpus "$small" --copies 1)
+    phases_text=(--lines 60)
+    peak=()
+else
+    text=(--copies 4)
+    phases_text=(--repeat 4)
+    peak=(--peak-tflops 989)  # dense bfloat16, H100 SXM and H200 alike (their data sheets)
+fi
+
+step() {  # step SECONDS SCRIPT ARGS...: one benchmark, limited to SECONDS
+    local limit=$1
+    shift
+    echo "== $(date +%T) python3 $* (limit ${limit} s)" | tee -a "$log"
+    timeout "$limit" python3 "$@" 2>&1 | tee -a "$log"
+    local status=${PIPESTATUS[0]}
+    [ "$status" -eq 0 ] || echo "== exit status $status" | tee -a "$log"
+}
+
+{
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv 2>&1 || true
+    python3 -c "import torch, transformers, spacy, gensim; print('torch', torch.__version__, \
+'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'spacy', \
+spacy.__version__, 'gensim', gensim.__version__, 'cores', __import__('os').cpu_count())"
+} 2>&1 | tee -a "$log"
+
+# The issue's target: end to end >= 1 M model tokens/s with --workers auto, (a)/(c) >= 0.8,
+# model FLOP use, and the run-to-run cosine.
+step 200 throughput.py --random-roberta-base "${text[@]}" --tolerance --baseline-words 5 "${peak[@]}"
+# The same with one process, for what the workers add.
+step 100 throughput.py --random-roberta-base "${text[@]}" --workers 1 --baseline-words 1
+# Where the encoder thread's time goes, on the device too; the calls to compile, by caller.
+step 100 encoder_phases.py --random-roberta-base --dtype bfloat16 "${phases_text[@]}" --workers auto
+echo "== $(date +%T) done" | tee -a "$log"
