@@ -3,7 +3,7 @@
 # session is lent (see THROUGHPUT.md, "GPU: what is built, and what is not measured").
 #
 # Here first: `bash benchmarks/gpu_pack.sh` (spaCy and gensim for the machine, .gpu/). Then the
-# device tool's run, with carry [".gpu"], timeout_s 420 and the command
+# device tool's run, with carry [".gpu"], timeout_s 480 and the command
 #     bash benchmarks/gpu_check.sh
 # Each step prints to the reply and to $OUT/gpu_check.log, and has a time limit of its own, so
 # one that hangs leaves the others their time. `--smoke` runs the same steps on a few lines of

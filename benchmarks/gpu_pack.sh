@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 CARRIED='spacy|spacy-legacy|spacy-loggers|thinc|blis|cymem|preshed|murmurhash|srsly|wasabi'
 CARRIED+='|weasel|catalogue|confection|pydantic|pydantic-core|annotated-types|typing-inspection'
 CARRIED+='|smart-open|cloudpathlib|gensim'
+# Newer than the image may hold: pydantic needs typing-extensions >= 4.16, spaCy click >= 8.2.1.
+CARRIED+='|typing-extensions|click'
 # The gensim test data the benchmarks read (gensim_corpus.py, quality.py, doc_similarity.py).
 TEST_DATA=(
     enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2
