@@ -437,7 +437,7 @@ def name(kind: str, layers: int, workers: int) -> str:
     if kind == SIMULATED:
         return f"(c) simulated device, {engine}"
     if kind == ENCODER_SIDE:
-        return f"(d) the encoder's process alone, {workers} workers' chunks"
+        return f"(d) encoder's process alone, {workers} worker{'s' if workers > 1 else ''}"
     return f"(b) near-free, {layers} layer{'s' if layers > 1 else ''}, {engine}"
 
 
