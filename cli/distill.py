@@ -268,6 +268,12 @@ def _summarise(stats: dict, out: Path) -> None:
     ):
         if stats.get(key):
             typer.echo(f"{what} ({len(stats[key]):,}): {short_list(stats[key])} (all in meta.json)")
+    not_filled = stats["fill"].get("not_filled")
+    if not_filled:
+        typer.echo(
+            f"not filled, too long for the model's input alone (or without subwords) "
+            f"({len(not_filled):,}): {short_list(not_filled)} (all in meta.json)"
+        )
     skipped = stats["vocabulary"]
     if skipped.get("duplicates") or skipped.get("blank_lines"):
         typer.echo(

@@ -318,6 +318,7 @@ def _fill(
     means[unseen[embedded]] = filled[embedded]
     keep[unseen[embedded]] = True
     stats.entries_filled = int(embedded.sum())
+    stats.fill["not_filled"] = [vocab.entries[i] for i in unseen[~embedded]]
 
 
 def decontextualized(

@@ -362,6 +362,21 @@ def test_summary_and_meta_name_the_entries_never_found(roberta_dir, corpus_file,
     assert f"  entries_not_found: {shown} and 5 more\n" in info.output
 
 
+def test_the_summary_names_the_entries_too_long_to_fill(roberta_dir, corpus_file, tmp_path):
+    phrase = " ".join(["zebra"] * 40)  # never in the corpus, and longer than the input alone
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(f"cat\nzebra\n{phrase}\n")
+    out = tmp_path / "out"
+    result = run("distill", corpus_file, "--vocab", vocab, "--model", roberta_dir, "-l", "1",
+                 "--max-length", "16", "--fill-unseen", "decontextualized", "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "1 filled" in result.output
+    line = "not filled, too long for the model's input alone (or without subwords) (1): "
+    assert f"{line}{phrase} (all in meta.json)\n" in result.output
+    stats = StaticVectors.load(out).meta["stats"]
+    assert stats["fill"]["not_filled"] == [phrase] and "zebra" in StaticVectors.load(out)
+
+
 def test_distill_prints_the_accumulator_size_before_the_run(
     roberta_dir, corpus_file, vocab_file, tmp_path
 ):

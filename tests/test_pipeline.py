@@ -106,6 +106,8 @@ def test_entries_longer_than_the_model_limit_are_counted_never_zero_filled(rober
         assert vectors.meta["stats"]["entries_filled"] == len(filled)
         assert vectors.meta["stats"]["entries_not_found"] == ["日本"]
         assert vectors.meta["stats"]["entries_not_encoded"] == [word, phrase]
+        not_filled = [word, phrase] if fill == "decontextualized" else []
+        assert vectors.meta["stats"]["fill"].get("not_filled", []) == not_filled
     model, tokenizer = load_pretrained(config)
     alone = decontextualized(model, tokenizer, Vocabulary.from_file(vocab), config)
     assert alone.words == ["cat", "日本"]
@@ -309,7 +311,9 @@ def test_fill_unseen_mapped(roberta_dir, corpus_file, tmp_path):
     np.testing.assert_allclose(vectors[["zebra", "quantum"]], expected, atol=1e-4)
     assert vectors.counts[vectors.words.index("zebra")] == 0
     fill = vectors.meta["stats"]["fill"]
-    assert fill == record and fill["fitted_on"] == len(seen.words) >= MIN_FITTED
+    assert (
+        fill == {**record, "not_filled": []} and fill["fitted_on"] == len(seen.words) >= MIN_FITTED
+    )
     assert vectors.meta["stats"]["entries_filled"] == 2
 
 
