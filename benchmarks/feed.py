@@ -24,7 +24,9 @@ back as worker processes send them (four flat arrays a chunk) and as two arrays 
     nothing (zeros of the states' shape): the model tokens/s this process can take in, batch,
     pool and sum on one core's worth of GIL, with a GPU's budget (131,072 tokens, or
     ``--batch-tokens``). On a GPU machine the workers have cores of their own, so this, not (c),
-    is the feed's ceiling there, short of the forward's own host time.
+    is the feed's ceiling there, short of the forward's own host time. Only with workers (one
+    process hands no chunks over), and only on the whole text: it takes 0.2 s of it, a good part
+    of that the batcher filling its first batch.
 
 Each end-to-end run prints model tokens/s (meta.json ``stats.tokens / stats.seconds``), wall
 time, when the first batch reached the encoder (the start-up: model, segmenter, worker processes)
@@ -538,7 +540,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--layers", type=count_list, default="1,12", help="near-free depths")
     parser.add_argument("--simulate-rate", type=positive(float), default=1e6, help="tokens/s")
     parser.add_argument(
-        "--batch-tokens", type=positive(int), help="distill's budget (default: its own, 8,192)"
+        "--batch-tokens",
+        type=positive(int),
+        help="distill's budget (default: its own, 8,192; for (d), a GPU's 131,072)",
     )
     parser.add_argument("--repeat", type=positive(int), default=1, help="runs of each")
     add_input_options(parser)
@@ -574,7 +578,8 @@ def main() -> None:
         handover |= {"corpus": str(corpus), "vocab": str(vocab), "max_contexts": args.max_contexts}
         print(f"{'hand-over, one process':42} {describe_handover(measure(handover))}", flush=True)
         kinds = [(PRODUCER, 0), *((NEAR_FREE, n) for n in layers), (SIMULATED, layers[0])]
-        kinds.append((ENCODER_SIDE, layers[0]))
+        if max(counts) > 1:  # one process hands no chunks over: its producer is a thread of it
+            kinds.append((ENCODER_SIDE, layers[0]))
         runs: dict[tuple, list[dict[str, Any]]] = {}
         for round_ in range(args.repeat):
             order = counts if round_ % 2 == 0 else counts[::-1]

@@ -9,13 +9,20 @@
 # one that hangs leaves the others their time. `--smoke` runs the same steps on a few lines of
 # the text, on whatever device there is: a check of this script on a machine without a GPU.
 set -uo pipefail
+log_folder="${OUT:-/tmp}"
+mkdir -p "$log_folder"
+log="$(cd "$log_folder" && pwd)/gpu_check.log"
 cd "$(dirname "$0")"
 
-site=/tmp/roberta-static-site
-mkdir -p "$site"
-tar -xJf ../.gpu/site.tar.xz -C "$site" || { echo "gpu_check.sh: run gpu_pack.sh first" >&2; exit 1; }
+scratch=$(mktemp -d)  # the packages and the smoke corpus, gone at the end
+trap 'rm -rf "$scratch"' EXIT
+site="$scratch/site"
+mkdir "$site"
+if ! tar -xJf ../.gpu/site.tar.xz -C "$site" 2>/dev/null; then
+    echo "gpu_check.sh: no readable .gpu/site.tar.xz; run benchmarks/gpu_pack.sh first" >&2
+    exit 1
+fi
 export PYTHONPATH="$site:$(cd .. && pwd)" PYTHONUNBUFFERED=1
-log="${OUT:-/tmp}/gpu_check.log"
 : >"$log"
 # Bytecode now, once, as pip writes it at install: a module imported without it is compiled at
 # each import, and those calls would mix with the ones encoder_phases.py counts in the forward.
@@ -30,7 +37,7 @@ echo "bytecode for the image's torch and transformers: $((SECONDS - began)) s" \
     "(about 0 where it was there)" | tee -a "$log"
 
 if [ "${1:-}" = "--smoke" ]; then
-    small=$(mktemp)
+    small="$scratch/corpus.txt"
     python3 -c "from throughput import corpus_lines; print('\n'.join(corpus_lines(None)[:60]))" >"$small"
     text=(--corpus "$small" --copies 1)
     phases_text=(--lines 60)

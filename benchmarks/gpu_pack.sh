@@ -27,8 +27,13 @@ TEST_DATA=(
 mapfile -t pins < <(
     python -m pip freeze --all | tr '_' '-' | grep -i -E "^(${CARRIED})==" || true
 )
-if [ "${#pins[@]}" -ne "$(tr '|' '\n' <<<"$CARRIED" | wc -l)" ]; then
-    echo "gpu_pack.sh: found ${pins[*]:-nothing}; install the project first" >&2
+missing=()
+for name in $(tr '|' ' ' <<<"$CARRIED"); do
+    grep -q -i -x "${name}==.*" < <(printf '%s\n' "${pins[@]}") || missing+=("$name")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "gpu_pack.sh: $(command -v python) lacks ${missing[*]}; activate the project's" \
+        "virtual environment (README, Development)" >&2
     exit 1
 fi
 
