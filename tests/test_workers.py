@@ -628,6 +628,33 @@ def test_a_script_that_imports_torch_at_its_top_runs_with_workers(
     assert_same_vectors(serial, StaticVectors.load(out))
 
 
+def test_a_script_without_the_main_guard_is_told_it_needs_one(
+    roberta_dir, corpus_folder, vocab_file, tmp_path
+):
+    # Each worker runs the script's module first, so an unguarded run starts again there, and
+    # multiprocessing refuses to start processes from a process still starting.
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\n"
+        "from roberta_static import DistillConfig, distill\n"
+        "config = DistillConfig(model=sys.argv[1], layers='1', workers=2)\n"
+        "distill(sys.argv[2], sys.argv[3], config)\n"
+    )
+    arguments = [roberta_dir, corpus_folder, vocab_file]
+    done = subprocess.run(
+        [sys.executable, str(script), *map(str, arguments)], capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "a worker process failed while starting (exit code 1); a script that runs distill with "
+            'workers must start it under if __name__ == "__main__": (README, "In a script")'
+        )
+    )
+
+
 def test_a_worker_process_sends_all_its_messages_then_exits_without_teardown(
     roberta_dir, corpus_folder, vocab_file, tmp_path
 ):

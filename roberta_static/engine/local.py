@@ -235,12 +235,9 @@ class ProcessFeeder:
             raise self.start_error
         if self.starting is not None and self.starting.is_alive():
             return  # a process not started yet is not alive either
-        codes = [p.exitcode for p in self.processes if not p.is_alive()]
-        if codes:
-            code = codes[0]
-            killed = code is not None and code < 0
-            how = f"killed by signal {-code}" if killed else f"exit code {code}"
-            raise WorkerError(f"a worker process ended unexpectedly ({how})") from None
+        ended = [p for p in self.processes if not p.is_alive()]
+        if ended:
+            raise WorkerError(_why_ended(ended[0], ready=ended[0].pid in self.started)) from None
 
     def _bridge(self, make_producer: Callable[[], Producer], entries: int) -> None:
         """Serve tasks in this process until a worker is ready; hand the shard in hand over."""
@@ -257,6 +254,21 @@ class ProcessFeeder:
                 return
             if rest is not None:
                 self.tasks.put(rest)
+
+
+def _why_ended(process: multiprocessing.process.BaseProcess, ready: bool) -> str:
+    """The one line that says a worker process has ended, and what most likely ended it."""
+    code = process.exitcode
+    killed = code is not None and code < 0
+    how = f"killed by signal {-code}" if killed else f"exit code {code}"
+    if ready or code != 1:
+        return f"a worker process ended unexpectedly ({how})"
+    # Python's status for an uncaught error, before the worker was ready: most often a script
+    # that starts a run at import, which each worker does again (its traceback is above).
+    return (
+        f"a worker process failed while starting ({how}); a script that runs distill with "
+        'workers must start it under if __name__ == "__main__": (README, "In a script")'
+    )
 
 
 def _worker_context(without_torch: bool) -> multiprocessing.context.BaseContext:
