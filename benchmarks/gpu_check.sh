@@ -52,7 +52,8 @@ step() {  # step SECONDS SCRIPT ARGS...: one benchmark, limited to SECONDS
     local limit=$1
     shift
     echo "== $(date +%T) python3 $* (limit ${limit} s)" | tee -a "$log"
-    timeout "$limit" python3 "$@" 2>&1 | tee -a "$log"
+    # Ctrl-C's signal, so a step past its limit still removes its temporary folder.
+    timeout --signal=INT --kill-after=15 "$limit" python3 "$@" 2>&1 | tee -a "$log"
     local status=${PIPESTATUS[0]}
     [ "$status" -eq 0 ] || echo "== exit status $status" | tee -a "$log"
 }

@@ -649,8 +649,9 @@ def test_a_script_without_the_main_guard_is_told_it_needs_one(
         done.stderr.strip()
         .splitlines()[-1]
         .endswith(
-            "a worker process failed while starting (exit code 1); a script that runs distill with "
-            'workers must start it under if __name__ == "__main__": (README, "In a script")'
+            "a worker process failed while starting (exit code 1; its error is above); in a "
+            'script, a run with workers must start under if __name__ == "__main__": (README, '
+            '"In a script")'
         )
     )
 

@@ -263,11 +263,12 @@ def _why_ended(process: multiprocessing.process.BaseProcess, ready: bool) -> str
     how = f"killed by signal {-code}" if killed else f"exit code {code}"
     if ready or code != 1:
         return f"a worker process ended unexpectedly ({how})"
-    # Python's status for an uncaught error, before the worker was ready: most often a script
-    # that starts a run at import, which each worker does again (its traceback is above).
+    # Python's status for an uncaught error (printed above) before the worker was ready. Most
+    # often a script that starts a run at import, which each worker does again; not the only
+    # cause, so the advice is for scripts.
     return (
-        f"a worker process failed while starting ({how}); a script that runs distill with "
-        'workers must start it under if __name__ == "__main__": (README, "In a script")'
+        f"a worker process failed while starting ({how}; its error is above); in a script, "
+        'a run with workers must start under if __name__ == "__main__": (README, "In a script")'
     )
 
 
