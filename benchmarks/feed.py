@@ -257,11 +257,20 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
 
 
 class ReplayedFeed:
-    """A :class:`~roberta_static.engine.feeding.Feeder` handing over chunks pickled beforehand:
-    ``workers`` shards at a time, a chunk of each in turn, as that many worker processes would."""
+    """A :class:`~roberta_static.engine.feeding.Feeder` handing over a shard's messages as worker
+    processes would: ``workers`` shards at a time, a message of each in turn, each unpickled as
+    it is received (what the encoder's process pays for a worker's message).
 
-    def __init__(self, chunks: dict[int, list[bytes]], workers: int) -> None:
-        self.chunks, self.workers = chunks, workers
+    It pickles the messages itself, when built: what it unpickles are only those bytes, never a
+    file or another process's.
+    """
+
+    def __init__(self, messages: dict[int, list[Any]], workers: int) -> None:
+        self._pickled = {
+            shard: [pickle.dumps(message, pickle.HIGHEST_PROTOCOL) for message in shard_messages]
+            for shard, shard_messages in messages.items()
+        }
+        self.workers = workers
         self.queued: list[int] = []
         self.reading: list[list[bytes]] = []
 
@@ -270,7 +279,7 @@ class ReplayedFeed:
 
     def receive(self, stop: Any) -> tuple[str, int, Any] | None:
         while self.queued and len(self.reading) < self.workers:
-            self.reading.append(list(self.chunks[self.queued.pop(0)]))
+            self.reading.append(list(self._pickled[self.queued.pop(0)]))
         shard = self.reading.pop(0)
         message = pickle.loads(shard.pop(0))
         if shard:
@@ -331,11 +340,11 @@ def run_encoder_side(task: dict[str, Any]) -> dict[str, Any]:
         return np.stack([producer.count(shard, len(vocab)) for shard in shards])
 
     shards = fresh_shards(corpus, len(vocab), config, count)
-    chunks = {}
-    for index, shard in enumerate(shards):
-        made = producer.chunks(shard.snapshot())
-        chunks[index] = [pickle.dumps(("chunk", index, c), pickle.HIGHEST_PROTOCOL) for c in made]
-    feed = ReplayedFeed(chunks, task["workers"])
+    messages = {
+        index: [("chunk", index, chunk) for chunk in producer.chunks(shard.snapshot())]
+        for index, shard in enumerate(shards)
+    }
+    feed = ReplayedFeed(messages, task["workers"])
     collections = FullCollections()
     gc.callbacks.append(collections)
     fed = FedPass(job, [encoder], feed, lambda _: None, job.saver(None, None))

@@ -2,7 +2,6 @@
 device, what worker processes import, bad arguments, the run-to-run figure, a comparison of trees."""
 
 import gc
-import pickle
 import subprocess
 import sys
 import time
@@ -89,12 +88,15 @@ def test_compile_calls_are_counted_by_phase_and_caller_until_restored(tmp_path, 
     assert compile_calls(phases.compiles).startswith("compile calls during the pass: 3")
 
 
-def test_replayed_chunks_come_a_few_shards_at_a_time_in_turn_as_workers_send_them():
-    chunks = {0: ["a0", "a1", "a2"], 1: ["b0"], 2: ["c0", "c1"]}
-    replay = feed.ReplayedFeed({k: [pickle.dumps(c) for c in v] for k, v in chunks.items()}, 2)
+def test_replayed_messages_come_a_few_shards_at_a_time_in_turn_each_unpickled_anew():
+    messages = {0: [["a0"], ["a1"], ["a2"]], 1: [["b0"]], 2: [["c0"], ["c1"]]}
+    replay = feed.ReplayedFeed(messages, 2)
     for shard in (0, 1, 2):
         replay.submit(("encode", shard, None))
-    assert [replay.receive(None) for _ in range(6)] == ["a0", "b0", "a1", "c0", "a2", "c1"]
+    received = [replay.receive(None) for _ in range(6)]
+    assert received == [["a0"], ["b0"], ["a1"], ["c0"], ["a2"], ["c1"]]
+    # Each went through pickling, as a worker's message does: a copy, not the object given.
+    assert all(message is not messages[0][0] for message in received)
 
 
 def test_the_encoder_side_alone_sums_what_the_workers_of_a_real_run_hand_over(
