@@ -68,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -242,17 +243,25 @@ def run_distill(task: dict[str, Any]) -> dict[str, Any]:
     # ones in their fork server's (which this run started).
     server = fork_server_seconds()
     cores = (cpu_seconds() - cpu + server) / wall
-    stats = vectors.meta["stats"]
+    first = forwards[0] - start
+    return {
+        **pass_figures(wall, first, cores, collections, vectors.meta["stats"]),
+        "server": server,
+    }
+
+
+def pass_figures(
+    wall: float, first: float, cores: float, collections: FullCollections, stats: dict[str, Any]
+) -> dict[str, Any]:
+    """What ``describe`` prints of a pass: its times, cores, collections and counters."""
     keys = ("tokens", "seconds", "batches", "padded_tokens", "encoder_wait_seconds")
-    found = {key: stats[key] for key in keys}
-    full = {"collections": collections.count, "collection_seconds": collections.seconds}
     return {
         "wall": wall,
-        "first": forwards[0] - start,
+        "first": first,
         "cores": cores,
-        "server": server,
-        **full,
-        **found,
+        "collections": collections.count,
+        "collection_seconds": collections.seconds,
+        **{key: stats[key] for key in keys},
     }
 
 
@@ -353,18 +362,9 @@ def run_encoder_side(task: dict[str, Any]) -> dict[str, Any]:
         stats = fed.run(PassState.empty(job.dim, shards)).stats
         wall = time.perf_counter() - start
     gc.callbacks.remove(collections)
-    return {
-        "wall": wall,
-        "first": (device.first or start + wall) - start,
-        "cores": (cpu_seconds() - cpu) / wall,
-        "collections": collections.count,
-        "collection_seconds": collections.seconds,
-        "tokens": stats.tokens,
-        "seconds": wall,
-        "batches": stats.batches,
-        "padded_tokens": stats.padded_tokens,
-        "encoder_wait_seconds": stats.encoder_wait_seconds,
-    }
+    first = (device.first or start + wall) - start
+    counters = {**asdict(stats), "seconds": wall}  # the pass alone: no model load, no fill
+    return pass_figures(wall, first, (cpu_seconds() - cpu) / wall, collections, counters)
 
 
 def busy_seconds() -> float:
