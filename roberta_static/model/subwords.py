@@ -150,7 +150,10 @@ def _plain_copy(backend: Tokenizer) -> Tokenizer:
 
 
 def _pre_tokenizer_state(tokenizer: Tokenizer) -> dict | None:
-    """The pre-tokenizer's settings, as its pickled JSON (that part, not the whole tokenizer)."""
+    """The pre-tokenizer's settings, from the JSON of that part alone (not the whole tokenizer).
+
+    ``__getstate__`` returns it as ``tokenizers`` serializes it: JSON, not a pickle.
+    """
     pre_tokenizer = tokenizer.pre_tokenizer
     return None if pre_tokenizer is None else json.loads(pre_tokenizer.__getstate__())
 
