@@ -2,6 +2,7 @@
 device, what worker processes import, bad arguments, the run-to-run figure, a comparison of trees."""
 
 import gc
+import os
 import subprocess
 import sys
 import time
@@ -97,6 +98,37 @@ def test_replayed_messages_come_a_few_shards_at_a_time_in_turn_each_unpickled_an
     assert received == [["a0"], ["b0"], ["a1"], ["c0"], ["a2"], ["c1"]]
     # Each went through pickling, as a worker's message does: a copy, not the object given.
     assert all(message is not messages[0][0] for message in received)
+
+
+def test_the_gpu_check_without_its_packages_stops_with_one_line(tmp_path):
+    (tmp_path / "benchmarks").mkdir()  # a checkout where gpu_pack.sh has not run: no .gpu/
+    script = tmp_path / "benchmarks" / "gpu_check.sh"
+    script.write_text((BENCHMARKS / "gpu_check.sh").read_text())
+    done = subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OUT": str(tmp_path)},
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        "gpu_check.sh: no readable .gpu/site.tar.xz; run benchmarks/gpu_pack.sh first\n"
+    )
+    assert done.stdout == "" and not list(tmp_path.glob("*.log"))
+
+
+def test_the_gpu_pack_names_what_the_python_it_runs_lacks(tmp_path):
+    # A python whose pip lists nothing installed.
+    (tmp_path / "python").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "python").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", str(BENCHMARKS / "gpu_pack.sh")], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"gpu_pack.sh: {tmp_path / 'python'} lacks spacy spacy-legacy")
+    assert "gensim" in line and line.endswith("(README, Development)")
 
 
 def test_the_encoder_side_alone_sums_what_the_workers_of_a_real_run_hand_over(
