@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from test_atomic import snapshot
 from typer.testing import CliRunner
 
 from roberta_static.cli import app
@@ -181,3 +182,34 @@ def test_a_path_of_no_format_is_one_line_naming_it(folder, tmp_path):
     # export() adds exports to a vectors folder only, never into an export.
     with pytest.raises(VectorsError, match="model2vec: not a roberta-static vectors folder"):
         export(at(folder, "model2vec"), ["kv"])
+
+
+def test_exports_are_added_beside_one_that_exists_sharing_its_counts_file(tmp_path):
+    source = StaticVectors(
+        WORDS, np.random.default_rng(3).normal(size=(10, 4)), np.arange(10, 0, -1)
+    )
+    folder = source.save(tmp_path / "ny")
+    run("export", folder, "--formats", "word2vec")
+    counts = (folder / "vectors.vocab").read_bytes()
+    # Before, this failed naming vectors.vocab and wrote neither.
+    added = run("export", folder, "--formats", "word2vec-bin,sentence-transformers")
+    assert added == f"wrote {folder / 'sentence-transformers'}\nwrote {folder / 'vectors.bin'}\n"
+    assert (folder / "vectors.vocab").read_bytes() == counts
+    for fmt in ("word2vec", "word2vec-bin", "sentence-transformers"):
+        np.testing.assert_allclose(StaticVectors.load(at(folder, fmt)).vectors, source.vectors)
+    # One asked for again is named, with the way out; the others asked with it are not written.
+    before = snapshot(tmp_path)
+    result = CliRunner().invoke(app, ["export", str(folder), "--formats", "word2vec,model2vec,kv"])
+    assert result.exit_code == 1 and snapshot(tmp_path) == before
+    assert result.output == (
+        f"error: {folder / 'vectors.txt'} (the word2vec export): exists; pass --overwrite to "
+        "replace it, or leave word2vec out of --formats\n"
+    )
+    result = CliRunner().invoke(
+        app, ["export", str(folder), "--formats", "word2vec,sentence-transformers"]
+    )
+    assert result.output == (
+        f"error: {folder / 'vectors.txt'} (the word2vec export), {folder / 'sentence-transformers'}"
+        " (the sentence-transformers export): exist; pass --overwrite to replace them, or leave "
+        "word2vec and sentence-transformers out of --formats\n"
+    )

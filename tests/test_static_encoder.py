@@ -125,7 +125,9 @@ def test_first_spelling_wins_and_unknown_row_is_zero():
 def test_existing_export_needs_overwrite_and_bad_weights_are_refused(folder):
     export(folder, ["model2vec"])
     (folder / "model2vec" / "stale.txt").write_text("old")
-    with pytest.raises(VectorsError, match="model2vec: exists; pass --overwrite"):
+    with pytest.raises(
+        VectorsError, match=r"model2vec \(the model2vec export\): exists; pass --ov"
+    ):
         export(folder, ["model2vec"])
     # A file the writer never makes is the user's: --overwrite does not replace its folder.
     with pytest.raises(VectorsError, match="holds stale.txt, which roberta-static did not write"):
@@ -193,6 +195,12 @@ def test_each_writer_makes_exactly_the_files_an_overwrite_may_replace(folder):
 @pytest.mark.parametrize("fmt", ["word2vec", "word2vec-bin"])
 def test_a_counts_file_the_user_made_is_not_replaced_without_overwrite(folder, fmt):
     (folder / "vectors.vocab").write_text("my own notes\n")
-    with pytest.raises(VectorsError, match="vectors.vocab: exists; pass --overwrite"):
+    before = sorted(path.name for path in folder.iterdir())
+    with pytest.raises(
+        VectorsError,
+        match=rf"vectors.vocab: exists, and holds other than what {fmt} would write there \(a file "
+        r"word2vec and word2vec-bin share\); pass --overwrite to replace it$",
+    ):
         export(folder, [fmt])
     assert (folder / "vectors.vocab").read_text() == "my own notes\n"
+    assert sorted(path.name for path in folder.iterdir()) == before

@@ -14,15 +14,17 @@ beside a vectors folder's own files (``native``).
 
 from __future__ import annotations
 
+import filecmp
 import importlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from types import ModuleType
 
 from ..atomic import atomic_files
-from ..errors import ConfigError, VectorsError
+from ..errors import ConfigError, VectorsError, short_list
 from ..vectors.data import VectorData
 from ..vectors.sif import check_sif_coefficient
 from . import native
@@ -139,9 +141,14 @@ def export(
 ) -> list[Path]:
     """Add exports to an existing vectors folder, each renamed into place when done.
 
+    A file that two formats share (word2vec's and word2vec-bin's counts, ``vectors.vocab``) is
+    left as it is when it already holds what would be written.
+
     Raises:
         ConfigError: ``formats`` is empty (``distill`` takes none to mean no exports; here, asking
             for nothing is a mistake).
+        VectorsError: An export is there already (without ``overwrite``; the message names each
+            one). Nothing is written.
 
     """
     folder = Path(source)
@@ -150,14 +157,14 @@ def export(
         raise ConfigError(f"name at least one of {', '.join(EXPORTS)}", field="formats")
     check_options(formats, sif_coefficient)
     vectors = native.read(folder)
-    existing = [path for name in formats for path in _targets(folder, name) if path.exists()]
-    if existing and not overwrite:
-        raise VectorsError(f"{existing[0]}: exists; pass --overwrite to replace it")
+    if not overwrite:
+        _check_new(folder, formats)
     for name in formats:
         _check_replaceable(folder / FORMATS[name].path, FORMATS[name].owns)
     with atomic_files(folder) as staging:
         written = write_exports(vectors, staging, formats, sif_coefficient)
-    return [folder / path.name for path in written]
+        unchanged = set() if overwrite else _drop_unchanged(staging, folder, formats)
+    return [folder / path.name for path in written if path.name not in unchanged]
 
 
 def read(
@@ -239,10 +246,49 @@ def _module(family: str) -> ModuleType:
     return importlib.import_module(f"{__package__}.{family}")
 
 
-def _targets(folder: Path, name: str) -> list[Path]:
-    """Every path the format's writer puts in ``folder`` (a word2vec file's counts beside it)."""
-    spec = FORMATS[name]
-    return [folder / spec.path, *(path for pattern in spec.beside for path in folder.glob(pattern))]
+def _check_new(folder: Path, formats: list[str]) -> None:
+    """Refuse exports that ``folder`` holds already, naming each (without ``--overwrite``)."""
+    there = [name for name in formats if (folder / FORMATS[name].path).exists()]
+    if there:
+        paths = [f"{folder / FORMATS[name].path} (the {name} export)" for name in there]
+        exist, them = ("exists", "it") if len(there) == 1 else ("exist", "them")
+        raise VectorsError(
+            f"{short_list(paths)}: {exist}; pass --overwrite to replace {them}, or leave "
+            f"{_and(there)} out of --formats"
+        )
+
+
+def _drop_unchanged(staging: Path, folder: Path, formats: list[str]) -> set[str]:
+    """Leave out of ``staging`` the shared files that ``folder`` holds as written; their names.
+
+    One that ``folder`` holds with other contents is refused, naming the formats that write it
+    (the exports themselves were checked before writing). Only without ``--overwrite``.
+    """
+    unchanged = set()
+    for item in sorted(staging.iterdir()):
+        existing = folder / item.name
+        if not existing.exists():
+            continue
+        if not (existing.is_file() and filecmp.cmp(item, existing, shallow=False)):
+            writers = [name for name in formats if _writes(name, item.name)] or formats
+            shared = [name for name in FORMATS if _writes(name, item.name)]
+            also = f" (a file {_and(shared)} share)" if len(shared) > 1 else ""
+            raise VectorsError(
+                f"{existing}: exists, and holds other than what {_and(writers)} would write "
+                f"there{also}; pass --overwrite to replace it"
+            )
+        item.unlink()
+        unchanged.add(item.name)
+    return unchanged
+
+
+def _writes(name: str, entry: str) -> bool:
+    """Whether format ``name`` writes ``entry`` beside its own file."""
+    return any(fnmatchcase(entry, pattern) for pattern in FORMATS[name].beside)
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _check_replaceable(path: Path, owns: frozenset[str]) -> None:
