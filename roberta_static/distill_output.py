@@ -93,7 +93,7 @@ def write_output(
     formats = parse_formats(formats)  # an unknown name is refused before anything is written
     with atomic_directory(out, overwrite or finishes_checkpoint, OUTPUT_KINDS) as staging:
         vectors.write_into(staging)
-        write_exports(vectors, staging, formats, sif_coefficient)
+        write_exports(vectors, staging, formats, sif_coefficient, out)
     return Path(out)
 
 

@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from test_atomic import snapshot
 from typer.testing import CliRunner
 
@@ -182,6 +184,130 @@ def test_a_path_of_no_format_is_one_line_naming_it(folder, tmp_path):
     # export() adds exports to a vectors folder only, never into an export.
     with pytest.raises(VectorsError, match="model2vec: not a roberta-static vectors folder"):
         export(at(folder, "model2vec"), ["kv"])
+
+
+# Odd vocabularies: every format holds every entry apart, or the write is refused naming them.
+
+PIECES = ["new", "york", "New", " ", "  ", "_", "\t", "\u00a0", "\n", "\u2028", "\u00e9", "e\u0301",
+          "'", "n't", ".", "u.s.", "-", "[UNK]", "[unk]", "\u00bd", "\u00df", "\u0130", "\u039f\u03a3",
+          "\u03bf\u03c3", "\u5317\u4eac", "x", ""]  # fmt: skip
+ENTRY = st.one_of(st.lists(st.sampled_from(PIECES), max_size=3).map("".join), st.text(max_size=4))
+# Where str.splitlines() ends a line: a vocab.tsv line cannot hold one.
+LINE_BREAKS = {c for c in map(chr, range(0x10000)) if len(f"a{c}b".splitlines()) == 2}
+
+
+def word2vec_refuses(words):
+    keys = [word.replace(" ", "_") for word in words]
+    odd_space = any(c.isspace() and c != " " for word in words for c in word)
+    return "" in words or odd_space or len(set(keys)) < len(keys)
+
+
+def encoder_keys(words, case):
+    """Each entry as the tokenizers library normalises its ``_``-joined spelling."""
+    from tokenizers import normalizers
+
+    steps = [normalizers.NFC(), *([normalizers.Lowercase()] if case == "lower" else [])]
+    normalizer = normalizers.Sequence(steps)
+    return [normalizer.normalize_str(word.replace(" ", "_")) for word in words]
+
+
+def encoder_refuses(words, case):
+    keys = encoder_keys(words, case)
+    return bool({"", "[UNK]"} & set(keys)) or len(set(keys)) < len(keys)
+
+
+REFUSES = {
+    "kv": lambda words, case: False,
+    "word2vec": lambda words, case: word2vec_refuses(words),
+    "word2vec-bin": lambda words, case: word2vec_refuses(words),
+    "model2vec": encoder_refuses,
+    "sentence-transformers": encoder_refuses,
+}
+
+
+def assert_held(path, fmt, source, case):
+    """Read back by our reader and by the format's own library: every entry, with its vector."""
+    expected = source.vectors
+    read = StaticVectors.load(path, allow_pickle=True)
+    assert len(read) == len(source)
+    np.testing.assert_allclose(read.vectors, expected, atol=1e-6)  # counts descend: row order
+    if fmt in ("kv", "word2vec", "word2vec-bin"):
+        from gensim.models import KeyedVectors
+
+        if fmt == "kv":
+            keyed, keys = KeyedVectors.load(str(path)), source.words
+        else:
+            binary, counts = fmt == "word2vec-bin", str(path.with_suffix(".vocab"))
+            keyed = KeyedVectors.load_word2vec_format(str(path), fvocab=counts, binary=binary)
+            keys = [word.replace(" ", "_") for word in source.words]
+        assert keyed.index_to_key == keys == read.words
+        np.testing.assert_allclose(keyed[keys], expected, atol=1e-6)
+        assert [keyed.get_vecattr(key, "count") for key in keys] == source.counts.tolist()
+        return
+    typed = [word.replace(" ", "_") for word in source.words]  # as a user types each entry
+    assert read.words == encoder_keys(source.words, case)
+    if fmt == "model2vec":
+        encoded = model2vec_model(path).encode(typed)
+    else:
+        encoded = sentence_transformer(path).encode(typed)
+    np.testing.assert_allclose(encoded, expected, atol=1e-6)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    words=st.lists(ENTRY, min_size=1, max_size=6, unique=True),
+    case=st.sampled_from(["lower", "keep"]),
+)
+@example(words=["new york", "new_york", "state"], case="lower")  # the report of issue 38
+@example(words=["Paris", "paris"], case="lower").via("lower-cased twice")
+@example(words=["Paris", "paris"], case="keep")
+@example(words=["caf\u00e9", "cafe\u0301"], case="keep").via("NFC and NFD")
+@example(words=["[UNK]", "cat"], case="keep")
+@example(words=["don't", "u.s.", "x\u00bd", "n't"], case="lower").via("cut by the split")
+@example(words=["a\tb", "a b"], case="keep")
+@example(words=["a\nb"], case="keep")
+@example(words=["", "cat"], case="keep")
+def test_odd_vocabularies_are_held_whole_in_every_format_or_refused(words, case, tmp_path_factory):
+    rng = np.random.default_rng(len(words))
+    counts = np.arange(len(words), 0, -1) * 3
+    meta = {"config": {"case": case}}
+    source = StaticVectors(words, rng.normal(size=(len(words), 4)), counts, meta)
+    folder = tmp_path_factory.mktemp("odd") / "vectors"
+    if any(c in LINE_BREAKS for word in words for c in word):
+        with pytest.raises(
+            VectorsError, match="^a vectors folder cannot hold every entry: .* line"
+        ):
+            source.save(folder)
+        assert not folder.exists()
+        return
+    source.save(folder)
+    for fmt in EXPORTS:
+        before = snapshot(folder)
+        try:
+            export(folder, [fmt])
+        except VectorsError as error:
+            assert REFUSES[fmt](words, case), error
+            assert str(error).startswith(
+                f"{folder}: the {fmt} export cannot hold every entry apart"
+            )
+            assert snapshot(folder) == before
+            continue
+        assert not REFUSES[fmt](words, case), fmt
+        assert_held(at(folder, fmt), fmt, source, case)
+
+
+def model2vec_model(folder):
+    static = pytest.importorskip("model2vec", reason="the test extra installs model2vec")
+    return static.StaticModel.from_pretrained(folder)
+
+
+def sentence_transformer(folder):
+    st_models = pytest.importorskip("sentence_transformers", reason="the exports extra")
+    return st_models.SentenceTransformer(str(folder), device="cpu")
 
 
 def test_exports_are_added_beside_one_that_exists_sharing_its_counts_file(tmp_path):

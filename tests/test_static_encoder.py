@@ -115,11 +115,58 @@ def test_model_card_carries_the_provenance(folder):
     assert '"sha256": "abc123"' in card  # the whole meta.json
 
 
-def test_first_spelling_wins_and_unknown_row_is_zero():
-    vecs = StaticVectors(["new york", "new_york", "cat"], np.eye(3), np.ones(3))
-    ids, matrix = token_table(vecs)
-    assert ids == {"[UNK]": 0, "new_york": 1, "cat": 2}
-    np.testing.assert_array_equal(matrix, [[0, 0, 0], [1, 0, 0], [0, 0, 1]])
+def test_the_table_is_unknown_first_then_every_entry_and_refuses_entries_spelled_alike():
+    vecs = StaticVectors(["new york", "cat", "don't"], np.eye(3), np.ones(3))
+    tokenizer, matrix = token_table(vecs)
+    assert tokenizer.get_vocab() == {"[UNK]": 0, "new_york": 1, "cat": 2, "don't": 3}
+    np.testing.assert_array_equal(matrix, [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    # Before, the first spelling took the token and new_york's vector was silently dropped.
+    twins = StaticVectors(["new york", "new_york", "cat"], np.eye(3), np.ones(3))
+    with pytest.raises(VectorsError, match="'new york' and 'new_york' would both be 'new_york'"):
+        token_table(twins)
+
+
+def test_entries_the_word_split_would_cut_are_tokens_where_they_stand_alone(tmp_path):
+    words = ["u.s.", "army", "don't", "n't", "e-mail", "do"]
+    vecs = StaticVectors(words, np.random.default_rng(2).normal(size=(6, 4)), np.ones(6))
+    vecs.meta["config"] = {"case": "lower"}
+    export(vecs.save(tmp_path / "v"), ["model2vec", "sentence-transformers"])
+    m2v = model2vec_model(tmp_path / "v" / "model2vec")
+    st = sentence_transformer(tmp_path / "v" / "sentence-transformers")
+    for word in words:  # each one whole, by both libraries
+        np.testing.assert_allclose(m2v.encode([word.upper()])[0], vecs[word], atol=1e-6)
+        np.testing.assert_allclose(st.encode(word), vecs[word], atol=1e-6)
+    # In a sentence, where it stands as a word of its own; never inside a longer word.
+    sentence = "The U.S. army: don't e-mail (n't)"
+    expected = np.mean([vecs[w] for w in ["u.s.", "army", "don't", "e-mail", "n't"]], axis=0)
+    np.testing.assert_allclose(m2v.encode([sentence])[0], expected, atol=1e-6)
+    assert m2v.tokenizer.encode("I don't", add_special_tokens=False).tokens == ["[UNK]", "don't"]
+
+
+@pytest.mark.parametrize(
+    ("words", "case", "clash"),
+    [
+        (["Paris", "paris"], "lower", "'Paris' and 'paris' would both be 'paris'"),
+        (["caf\u00e9", "cafe\u0301"], "keep", r"'caf\xe9' and 'cafe\u0301' would both be 'café'"),
+        (["[UNK]", "cat"], "keep", "'[UNK]' would be the unknown token"),
+        (["", "cat"], "keep", "'' is empty"),
+    ],
+)
+def test_entries_the_tokenizer_cannot_hold_apart_are_refused(tmp_path, words, case, clash):
+    vecs = StaticVectors(words, np.eye(2), np.ones(2), {"config": {"case": case}})
+    folder = vecs.save(tmp_path / "v")
+    for fmt in ("model2vec", "sentence-transformers"):
+        with pytest.raises(VectorsError) as refused:
+            export(folder, [fmt])
+        assert str(refused.value) == (
+            f"{folder}: the {fmt} export cannot hold every entry apart: {clash}; leave {fmt} out "
+            "of --formats (the vectors folder keeps every entry)"
+        )
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "meta.json",
+        "vectors.npy",
+        "vocab.tsv",
+    ]
 
 
 def test_existing_export_needs_overwrite_and_bad_weights_are_refused(folder):

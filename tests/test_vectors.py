@@ -46,6 +46,25 @@ def test_nan_is_never_written_and_nothing_is_left_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("words", "clash"),
+    [
+        (["cat", "cat"], "'cat' is there 2 times"),
+        (["cat", "a\u2028b"], "'a\\u2028b' holds '\\u2028' (a line break)"),
+        (["cat", "a\ud800"], "'a\\ud800' is not Unicode text (a lone surrogate)"),
+    ],
+)
+def test_entries_a_folder_cannot_hold_are_never_written(tmp_path, words, clash):
+    # vocab.tsv is read back line by line: such an entry came back as another, or broke it.
+    vecs = StaticVectors(words, np.eye(2), np.ones(2))
+    with pytest.raises(VectorsError) as refused:
+        vecs.save(tmp_path / "out")
+    assert str(refused.value) == (
+        f"a vectors folder cannot hold every entry: {clash}; nothing written"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_shape_mismatch_and_bad_folder(tmp_path):
     with pytest.raises(VectorsError, match="need a \\[2, D\\] matrix"):
         StaticVectors(["a", "b"], np.zeros((3, 2)), np.zeros(2))

@@ -1,86 +1,25 @@
-"""The formats registry: one table of the formats, their files, and the module for each family.
+"""Exports: parse ``--formats``, write the exports of a vectors folder, read any format back.
 
-A family module (``native``, ``gensim``, ``static_encoder``) has ``detect(path)`` (the format of a
-folder or file of its family, or None), ``write(vectors, path, fmt, sif_coefficient)`` (the paths
-written) and ``read(path, fmt, mmap, allow_pickle)`` (a
-:class:`~roberta_static.vectors.data.VectorData`). Family modules load on first use, and gensim
-only when a gensim file is written or read. Adding a format means a row in :data:`FORMATS` and a
-family module that handles it.
-
-``kv``, ``word2vec`` and ``word2vec-bin`` are gensim files; ``model2vec`` and
-``sentence-transformers`` are folders holding a static sentence encoder. Each export is written
-beside a vectors folder's own files (``native``).
+The formats and their files are the table of :mod:`~roberta_static.formats.registry`. An export
+holds every entry or is not written (:func:`~roberta_static.formats.holding.check_entries`).
 """
 
 from __future__ import annotations
 
 import filecmp
-import importlib
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from pathlib import Path
-from types import ModuleType
 
 from ..atomic import atomic_files
 from ..errors import ConfigError, VectorsError, short_list
 from ..vectors.data import VectorData
 from ..vectors.sif import check_sif_coefficient
 from . import native
-
-
-@dataclass(frozen=True)
-class Format:
-    """A format: the family module that writes and reads it, and what it puts in a vectors folder.
-
-    Attributes:
-        name: As ``--formats`` spells it.
-        family: The module of :mod:`roberta_static.formats` that writes, reads and detects it.
-        path: Its file or folder in a vectors folder (``.`` for the vectors folder itself).
-        beside: Entries its writer also puts beside ``path`` (``fnmatch`` patterns).
-        owns: For a folder: every file its writer puts in it. An ``--overwrite`` replaces a
-            folder holding these only.
-        weighted: Whether it takes the SIF weighting (``sif_coefficient``).
-
-    """
-
-    name: str
-    family: str
-    path: str
-    beside: tuple[str, ...] = ()
-    owns: frozenset[str] = frozenset()
-    weighted: bool = False
-
-
-_ENCODER_FILES = frozenset({"model.safetensors", "tokenizer.json", "modules.json", "README.md"})
-FORMATS: dict[str, Format] = {
-    spec.name: spec
-    for spec in (
-        Format("native", "native", ".", owns=frozenset(native.FILES)),
-        # gensim stores a large .kv's arrays in files named after it.
-        Format("kv", "gensim", "vectors.kv", beside=("vectors.kv.*",)),
-        # word2vec files have no counts: they go to vectors.vocab.
-        Format("word2vec", "gensim", "vectors.txt", beside=("vectors.vocab",)),
-        Format("word2vec-bin", "gensim", "vectors.bin", beside=("vectors.vocab",)),
-        Format(
-            "model2vec",
-            "static_encoder",
-            "model2vec",
-            owns=_ENCODER_FILES | {"config.json"},
-            weighted=True,
-        ),
-        Format(
-            "sentence-transformers",
-            "static_encoder",
-            "sentence-transformers",
-            owns=_ENCODER_FILES | {"config_sentence_transformers.json"},
-            weighted=True,
-        ),
-    )
-}
-"""Every format, in the order ``--formats`` lists them; ``native`` is never an export."""
-EXPORTS = [name for name in FORMATS if name != "native"]
+from .clashes import listed
+from .holding import check_entries
+from .registry import EXPORTS, FORMATS, family
 
 
 def parse_formats(spec: str | Iterable[str]) -> list[str]:
@@ -110,6 +49,7 @@ def write_exports(
     folder: Path,
     formats: Iterable[str],
     sif_coefficient: float | None = None,
+    source: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Write each format's file or folder into ``folder``.
 
@@ -119,17 +59,23 @@ def write_exports(
         formats: Formats to write.
         sif_coefficient: SIF weighting of the sentence-encoder exports (see
             :mod:`roberta_static.formats.static_encoder`); ``None`` for plain means.
+        source: What errors call the vectors (their folder, as the user named it).
 
     Returns:
         Every path written, sorted.
 
+    Raises:
+        VectorsError: A format cannot hold every entry apart (see :func:`check_entries`); nothing
+            is written.
+
     """
     formats = list(formats)
     check_options(formats, sif_coefficient)
+    check_entries(vectors.words, vectors.case, formats, source or "the vectors")
     written: set[Path] = set()
     for name in formats:
         spec = FORMATS[name]
-        written.update(_family(spec).write(vectors, folder / spec.path, name, sif_coefficient))
+        written.update(family(spec.name).write(vectors, folder / spec.path, name, sif_coefficient))
     return sorted(written)
 
 
@@ -148,7 +94,8 @@ def export(
         ConfigError: ``formats`` is empty (``distill`` takes none to mean no exports; here, asking
             for nothing is a mistake).
         VectorsError: An export is there already (without ``overwrite``; the message names each
-            one). Nothing is written.
+            one), or a format cannot hold every entry apart (see :func:`check_entries`). Nothing
+            is written.
 
     """
     folder = Path(source)
@@ -162,7 +109,7 @@ def export(
     for name in formats:
         _check_replaceable(folder / FORMATS[name].path, FORMATS[name].owns)
     with atomic_files(folder) as staging:
-        written = write_exports(vectors, staging, formats, sif_coefficient)
+        written = write_exports(vectors, staging, formats, sif_coefficient, folder)
         unchanged = set() if overwrite else _drop_unchanged(staging, folder, formats)
     return [folder / path.name for path in written if path.name not in unchanged]
 
@@ -194,7 +141,7 @@ def read(
     """
     path = Path(path)
     name = fmt or detect(path)
-    return _family(FORMATS[name]).read(path, name, mmap=mmap, allow_pickle=allow_pickle)
+    return family(name).read(path, name, mmap=mmap, allow_pickle=allow_pickle)
 
 
 def detect(path: Path) -> str:
@@ -208,8 +155,9 @@ def detect(path: Path) -> str:
         raise VectorsError(f"{path}: no such vectors folder or file")
     if path.is_file() and path.name in native.FILES and native.detect(path.parent):
         raise VectorsError(f"{path}: a file of the vectors folder {path.parent}; pass the folder")
-    for family in dict.fromkeys(spec.family for spec in FORMATS.values()):
-        found = _module(family).detect(path)
+    one_of_each = {spec.family: spec.name for spec in FORMATS.values()}
+    for name in one_of_each.values():
+        found = family(name).detect(path)
         if found is not None:
             return found
     if (path / native.CHECKPOINT_DIR).is_dir():
@@ -237,15 +185,6 @@ def vectors_folder_entries(folder: Path) -> tuple[str, ...] | None:
     )
 
 
-def _family(spec: Format) -> ModuleType:
-    return _module(spec.family)
-
-
-def _module(family: str) -> ModuleType:
-    """A family module, imported on first use (gensim is slow to import, and rarely needed)."""
-    return importlib.import_module(f"{__package__}.{family}")
-
-
 def _check_new(folder: Path, formats: list[str]) -> None:
     """Refuse exports that ``folder`` holds already, naming each (without ``--overwrite``)."""
     there = [name for name in formats if (folder / FORMATS[name].path).exists()]
@@ -254,7 +193,7 @@ def _check_new(folder: Path, formats: list[str]) -> None:
         exist, them = ("exists", "it") if len(there) == 1 else ("exist", "them")
         raise VectorsError(
             f"{short_list(paths)}: {exist}; pass --overwrite to replace {them}, or leave "
-            f"{_and(there)} out of --formats"
+            f"{listed(there)} out of --formats"
         )
 
 
@@ -272,9 +211,9 @@ def _drop_unchanged(staging: Path, folder: Path, formats: list[str]) -> set[str]
         if not (existing.is_file() and filecmp.cmp(item, existing, shallow=False)):
             writers = [name for name in formats if _writes(name, item.name)] or formats
             shared = [name for name in FORMATS if _writes(name, item.name)]
-            also = f" (a file {_and(shared)} share)" if len(shared) > 1 else ""
+            also = f" (a file {listed(shared)} share)" if len(shared) > 1 else ""
             raise VectorsError(
-                f"{existing}: exists, and holds other than what {_and(writers)} would write "
+                f"{existing}: exists, and holds other than what {listed(writers)} would write "
                 f"there{also}; pass --overwrite to replace it"
             )
         item.unlink()
@@ -285,10 +224,6 @@ def _drop_unchanged(staging: Path, folder: Path, formats: list[str]) -> set[str]
 def _writes(name: str, entry: str) -> bool:
     """Whether format ``name`` writes ``entry`` beside its own file."""
     return any(fnmatchcase(entry, pattern) for pattern in FORMATS[name].beside)
-
-
-def _and(names: Sequence[str]) -> str:
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _check_replaceable(path: Path, owns: frozenset[str]) -> None:

@@ -2,25 +2,50 @@
 
 word2vec files separate fields by spaces, so phrases are written with ``_`` between their words
 (the convention of gensim's ``Phrases``) and read back so; the ``.kv`` export keeps them as they
-are. The word2vec format has no counts: they go into ``vectors.vocab`` beside it (``word count``
-lines), which gensim reads back with ``load_word2vec_format(..., fvocab=...)``. gensim loads only
-when one of these files is written or read.
+are. Entries a file cannot hold apart are refused (:func:`clashes`): in word2vec files ``new york``
+beside ``new_york``, other whitespace (gensim reads the counts file by whitespace), an empty entry.
+The word2vec format has no counts: they go into ``vectors.vocab`` beside it (``word count`` lines),
+which gensim reads back with ``load_word2vec_format(..., fvocab=...)``. gensim loads only when one
+of these files is written or read.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, VectorsError
 from ..vectors.data import VectorData, rank_counts
+from .clashes import Clash, described, holding, spelled_alike
 
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
 
 PHRASE_JOINER = "_"
+# Whitespace but the space: str.split() splits at it, as gensim reads a counts file.
+INNER_WHITESPACE = re.compile(r"[^\S ]")
+
+
+def spelled(word: str) -> str:
+    """An entry as word2vec files write it: ``new_york`` for ``new york``."""
+    return PHRASE_JOINER.join(word.split(" "))
+
+
+def clashes(words: Sequence[str], fmt: str, case: str = "keep") -> list[Clash]:
+    """Entries ``fmt`` cannot hold apart: spelled alike, or (word2vec) empty or with whitespace.
+
+    A ``.kv`` keys each entry by itself; ``case`` is unused (gensim keeps every spelling).
+    """
+    if fmt == "kv":
+        return spelled_alike(words, words)
+    keys = [spelled(word) for word in words]
+    empty = [Clash((word,), "is empty") for word, key in zip(words, keys, strict=True) if not key]
+    inner = "whitespace that word2vec files cannot hold"
+    return [*empty, *holding(words, INNER_WHITESPACE, inner), *spelled_alike(words, keys)]
 
 
 def counts_path(word2vec_file: str | os.PathLike) -> Path:
@@ -38,7 +63,15 @@ def detect(path: Path) -> str | None:
 def write(
     vectors: VectorData, path: Path, fmt: str, sif_coefficient: float | None = None
 ) -> list[Path]:
-    """Write ``fmt`` at ``path`` (a word2vec file's counts beside it); no weighting here."""
+    """Write ``fmt`` at ``path`` (a word2vec file's counts beside it); no weighting here.
+
+    Raises:
+        VectorsError: ``fmt`` cannot hold every entry apart (see :func:`clashes`).
+
+    """
+    refused = clashes(vectors.words, fmt)
+    if refused:
+        raise VectorsError(f"the {fmt} export cannot hold every entry: {described(refused)}")
     keyed = vectors.to_keyed_vectors(phrase_joiner=None if fmt == "kv" else PHRASE_JOINER)
     if fmt == "kv":
         keyed.save(str(path))

@@ -12,7 +12,8 @@ A run not finished yet has only its checkpoint there, in ``.checkpoint/``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from ..errors import VectorsError
 from ..vectors.data import VectorData
+from .clashes import Clash, described, holding, not_text, spelled_alike
 
 T = TypeVar("T")
 
@@ -30,6 +32,8 @@ VOCAB_FILE = "vocab.tsv"
 META_FILE = "meta.json"
 FILES = (VECTORS_FILE, VOCAB_FILE, META_FILE)
 CHECKPOINT_DIR = ".checkpoint"  # an unfinished distill's state, in its output folder
+# What str.splitlines() ends a line at: vocab.tsv is read back with it.
+LINE_BREAK = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 def detect(path: Path) -> str | None:
@@ -46,9 +50,15 @@ def write(
     """Write the three files into the existing folder ``path``; ``fmt`` and weighting are unused.
 
     Raises:
-        VectorsError: A vector holds NaN or Inf (nothing is written).
+        VectorsError: A vector holds NaN or Inf, or an entry is one :func:`clashes` lists (nothing
+            is written).
 
     """
+    refused = clashes(vectors.words)
+    if refused:
+        raise VectorsError(
+            f"a vectors folder cannot hold every entry: {described(refused)}; nothing written"
+        )
     if not np.isfinite(vectors.vectors).all():
         bad = int((~np.isfinite(vectors.vectors)).any(axis=1).sum())
         raise VectorsError(f"{bad} of {len(vectors)} vectors hold NaN or Inf; nothing written")
@@ -61,6 +71,18 @@ def write(
         json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return [path / name for name in FILES]
+
+
+def clashes(words: Sequence[str], fmt: str = "native", case: str = "keep") -> list[Clash]:
+    """Entries a vectors folder cannot hold: given twice, with a line break, or no Unicode text.
+
+    Only the entries themselves are keys here, so ``case`` is unused.
+    """
+    return [
+        *not_text(words),
+        *holding(words, LINE_BREAK, "a line break"),
+        *spelled_alike(words, words),
+    ]
 
 
 def read(

@@ -3,9 +3,13 @@
 Both folders hold the vectors in safetensors and a word-level ``tokenizers`` tokenizer over the
 vocabulary: text is NFC-normalised, lower-cased when the vectors were distilled lower-cased, and
 split into words and punctuation runs; a phrase is one token spelled ``new_york``, as in the
-word2vec export. A text's vector is the mean of its words' vectors. Unknown words map to a zero row:
-model2vec leaves them out of the mean; sentence-transformers' ``StaticEmbedding`` averages every
-token, so there an unknown word shortens the vector without turning it (cosines are the same).
+word2vec export. An entry that this split would cut (``don't``, ``u.s.``) is also an added token,
+found whole where it stands as a word of its own. Each entry is its tokens' spelling of it, so two
+entries spelled alike (``new york`` and ``new_york``, or ``Paris`` and ``paris`` when lower-cased)
+are refused (:func:`clashes`). A text's vector is the mean of its words' vectors. Unknown words
+map to a zero row: model2vec leaves them out of the mean; sentence-transformers'
+``StaticEmbedding`` averages every token, so there an unknown word shortens the vector without
+turning it (cosines are the same).
 
 With ``sif_coefficient=a`` each word's vector is scaled by ``a / (a + p(word))``, ``p`` its share of
 the folder's counts (Arora et al., 2017, "A simple but tough-to-beat baseline for sentence
@@ -22,19 +26,23 @@ that its model card carries. Neither library stores counts: they read as gensim'
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
-from tokenizers import Tokenizer, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
 
 from ..atomic import follow_umask
 from ..errors import VectorsError
 from ..vectors.data import VectorData, rank_counts
 from ..vectors.sif import check_sif_coefficient, sif_weights
+from .clashes import Clash, described, spelled_alike
 
 UNKNOWN = "[UNK]"
 PHRASE_JOINER = "_"
@@ -49,34 +57,117 @@ PROVENANCE = "## Provenance (`meta.json`)"
 
 def token_table(
     vectors: VectorData, sif_coefficient: float | None = None
-) -> tuple[dict[str, int], np.ndarray]:
-    """Token ids (``[UNK]`` first, phrases joined by ``_``) and their float32 rows.
+) -> tuple[Tokenizer, np.ndarray]:
+    """The folder's tokenizer (``[UNK]`` first, then each entry's token) and its float32 rows.
 
-    The unknown token's row is zero. When two entries share a spelling (``new york`` and
-    ``new_york``), the first one keeps it.
+    The unknown token's row is zero.
+
+    Raises:
+        VectorsError: Entries the tokenizer cannot hold apart (see :func:`clashes`).
+
     """
     check_sif_coefficient(sif_coefficient)
-    ids = {UNKNOWN: 0}
-    rows = []
-    for row, word in enumerate(vectors.words):
-        token = PHRASE_JOINER.join(word.split(" "))
-        if token not in ids:
-            ids[token] = len(ids)
-            rows.append(row)
-    matrix = np.asarray(vectors.vectors[rows], dtype=np.float32)
+    lowercase = vectors.case == "lower"
+    keys = spelled(vectors.words, lowercase)
+    tokenizer = word_level_tokenizer(keys, lowercase)
+    refused = _clashes(vectors.words, keys, tokenizer)
+    if refused:
+        raise VectorsError(f"a static encoder cannot hold every entry: {described(refused)}")
+    matrix = np.asarray(vectors.vectors, dtype=np.float32)
     if sif_coefficient is not None:
-        weights = sif_weights(vectors.counts, sif_coefficient)[rows]
+        weights = sif_weights(vectors.counts, sif_coefficient)
         matrix = (matrix * weights[:, None]).astype(np.float32)
-    return ids, np.vstack([np.zeros((1, vectors.dim), dtype=np.float32), matrix])
+    return tokenizer, np.vstack([np.zeros((1, vectors.dim), dtype=np.float32), matrix])
 
 
-def word_level_tokenizer(ids: dict[str, int], lowercase: bool) -> Tokenizer:
-    """A ``tokenizers`` word-level tokenizer: words and punctuation runs, unknown ones ``[UNK]``."""
+def spelled(words: Sequence[str], lowercase: bool) -> list[str]:
+    """Each entry as the tokenizer gives it: ``_`` for spaces, NFC, lower-cased if ``lowercase``.
+
+    Example:
+        >>> spelled(["New York", "Cafe\u0301"], lowercase=True)
+        ['new_york', 'café']
+
+    """
+    normalizer = _normalizer(lowercase)
+    keys = [PHRASE_JOINER.join(word.split(" ")) for word in words]
+    return [
+        (key.lower() if lowercase else key) if key.isascii() else normalizer.normalize_str(key)
+        for key in keys
+    ]
+
+
+def word_level_tokenizer(keys: Sequence[str], lowercase: bool) -> Tokenizer:
+    """A ``tokenizers`` word-level tokenizer: words and punctuation runs, unknown ones ``[UNK]``.
+
+    ``keys`` are the tokens (ids from 1, in order; a repeated one keeps its first id), as
+    :func:`spelled` spells them. A key that the split into words and punctuation runs would cut is
+    an added token, so that its own spelling gives it whole.
+    """
+    ids = {UNKNOWN: 0}
+    for key in keys:
+        ids.setdefault(key, len(ids))
     tokenizer = Tokenizer(WordLevel(ids, unk_token=UNKNOWN))
-    steps = [normalizers.NFC(), normalizers.Lowercase()] if lowercase else [normalizers.NFC()]
-    tokenizer.normalizer = normalizers.Sequence(steps)
+    tokenizer.normalizer = _normalizer(lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()  # \w+|[^\w\s]+ keeps new_york whole
+    split = [key for key in ids if key not in ("", UNKNOWN) and _cut(tokenizer, key)]
+    # single_word: never inside a longer word, as "n't" would be in "don't".
+    tokenizer.add_tokens([AddedToken(key, single_word=True, normalized=True) for key in split])
     return tokenizer
+
+
+def clashes(words: Sequence[str], fmt: str, case: str) -> list[Clash]:
+    """Entries the folder's tokenizer cannot hold apart: spelled alike, or not one token alone.
+
+    Spelled alike (:func:`spelled`): ``new york`` and ``new_york``; ``Paris`` and ``paris`` when
+    ``case`` is ``lower``; the NFC and NFD forms of one word. Not one token: an empty entry, or
+    ``[UNK]``, the unknown token's own spelling. Both formats of this family hold the same.
+    """
+    return list(_clashes_of(tuple(words), case == "lower"))
+
+
+@lru_cache(maxsize=1)  # model2vec and sentence-transformers, asked one after the other
+def _clashes_of(words: tuple[str, ...], lowercase: bool) -> tuple[Clash, ...]:
+    keys = spelled(words, lowercase)
+    return tuple(_clashes(words, keys, word_level_tokenizer(keys, lowercase)))
+
+
+def _clashes(words: Sequence[str], keys: list[str], tokenizer: Tokenizer) -> list[Clash]:
+    unknown = "would be the unknown token"
+    clashes = [
+        Clash((word,), "is empty" if not key else unknown)
+        for word, key in zip(words, keys, strict=True)
+        if key in ("", UNKNOWN)
+    ]
+    # The added tokens are checked by the tokenizer itself. Any other key is one run of word
+    # characters or of punctuation, and an added token never is: none can match inside it. Such a
+    # key is found whole if normalising it again leaves it as it is.
+    added = [token.content for token in tokenizer.get_added_tokens_decoder().values()]
+    ids = tokenizer.get_vocab()
+    encoded = tokenizer.encode_batch(added, add_special_tokens=False) if added else []
+    lost = {key for key, got in zip(added, encoded, strict=True) if got.ids != [ids[key]]}
+    normalizer = tokenizer.normalizer
+    lost.update(key for key in keys if not key.isascii() and normalizer.normalize_str(key) != key)
+    clashes += [
+        Clash((word,), "is not one token when its spelling is encoded")
+        for word, key in zip(words, keys, strict=True)
+        if key in lost
+    ]
+    return clashes + spelled_alike(words, keys)
+
+
+_ASCII_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _cut(tokenizer: Tokenizer, key: str) -> bool:
+    """Whether the split into words and punctuation runs cuts ``key`` (or drops part of it)."""
+    if _ASCII_WORD.fullmatch(key):  # a word to every definition of \w: no need to ask
+        return False
+    return [piece for piece, _ in tokenizer.pre_tokenizer.pre_tokenize_str(key)] != [key]
+
+
+def _normalizer(lowercase: bool) -> normalizers.Normalizer:
+    steps = [normalizers.NFC(), normalizers.Lowercase()] if lowercase else [normalizers.NFC()]
+    return normalizers.Sequence(steps)
 
 
 def detect(path: Path) -> str | None:
@@ -151,10 +242,10 @@ def write_model2vec(
         >>> StaticModel.from_pretrained("out/model2vec").encode(["a cat"])  # doctest: +SKIP
 
     """
-    ids, matrix = token_table(vectors, sif_coefficient)
+    tokenizer, matrix = token_table(vectors, sif_coefficient)
     folder.mkdir()
     _write_weights({"embeddings": matrix}, folder)
-    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / TOKENIZER))
+    tokenizer.save(str(folder / TOKENIZER))
     config = {
         "model_type": "model2vec",
         "architectures": ["StaticModel"],
@@ -182,10 +273,10 @@ def write_sentence_transformers(
         >>> SentenceTransformer("out/st").encode(["a cat"])  # doctest: +SKIP
 
     """
-    ids, matrix = token_table(vectors, sif_coefficient)
+    tokenizer, matrix = token_table(vectors, sif_coefficient)
     folder.mkdir()
     _write_weights({"embedding.weight": matrix}, folder)
-    word_level_tokenizer(ids, vectors.case == "lower").save(str(folder / TOKENIZER))
+    tokenizer.save(str(folder / TOKENIZER))
     _write_json(folder / "modules.json", [_module("")])
     _write_json(
         folder / "config_sentence_transformers.json",
