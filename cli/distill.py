@@ -149,6 +149,7 @@ def distill_command(
                 check_output(out, overwrite)
                 check_readable(_corpus_files(corpus))
             _check_engine_options(ctx, config)
+            _check_exports(vocab, saved, config, export_formats)
             checkpointing = Checkpointing(out, checkpoint_every)
             with says_how_to_go_on(out, saved is not None, checkpointing):
                 vectors = _run(corpus, vocab, config, checkpointing, saved, quiet)
@@ -169,6 +170,22 @@ def _check_engine_options(ctx: typer.Context, config: DistillConfig) -> None:
         raise ConfigError(f"{' and '.join(ray_only)} {verb} only with --engine ray")
     if not config.model.startswith(SPACY_PREFIX):
         resolve_model_name(config.model)
+
+
+def _check_exports(vocab: Path | None, saved: Checkpoint | None, config: DistillConfig, formats: list[str]) -> None:
+    """Refuse, before the model loads, vocabulary entries that an export asked for cannot hold apart.
+
+    A vocabulary counted in the corpus keeps the more frequent of such words instead.
+    """
+    if not formats or (vocab is None and saved is None):
+        return
+    from roberta_static.formats.holding import check_entries
+    from roberta_static.text.vocab import Vocabulary
+
+    if saved is not None:  # its vocabulary is the run's now: only --formats can change
+        check_entries(saved.entries, config.case, formats, f"{saved.folder}: the run's vocabulary")
+        return
+    check_entries(Vocabulary.from_file(vocab, config.case).entries, config.case, formats, vocab, vocabulary=True)
 
 
 def _run(
@@ -279,6 +296,12 @@ def _summarise(stats: dict, out: Path) -> None:
         typer.echo(
             f"vocabulary: {skipped['duplicates']:,} duplicate entries and "
             f"{skipped['blank_lines']:,} blank lines skipped"
+        )
+    left_out = skipped.get("left_out")
+    if left_out:
+        typer.echo(
+            f"left out of the vocabulary, as an export would spell them as a more frequent word "
+            f"({len(left_out):,}): {short_list(left_out)} (all in meta.json)"
         )
     typer.echo(f"wrote {out}")
 

@@ -26,6 +26,7 @@ from .engine.state import PassState
 from .engine.stats import RunStats
 from .engine.step import add_batch
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
+from .formats.holding import holdable_entries
 from .model.encoder import Encoder, free_memory, resolve_device
 from .model.loading import load_pretrained, model_fingerprint
 from .model.pooling import Accumulator
@@ -216,12 +217,16 @@ def _counted_vocabulary(
     report: ProgressCallback,
     checkpointing: Checkpointing | None,
 ) -> Vocabulary:
-    """The corpus words seen ``min_count`` times, at most ``max_vocab`` of them."""
+    """The corpus words seen ``min_count`` times, at most ``max_vocab`` of them.
+
+    Of words that an export would spell alike, the more frequent is kept.
+    """
     counting = _reporting(corpus, "count", report, checkpointing)
     vocab = Vocabulary.from_corpus(nlp, counting, config.case, config.min_count, config.max_vocab)
     if not vocab.entries:
         raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")
-    return vocab
+    kept, left_out = holdable_entries(vocab.entries, config.case)
+    return Vocabulary(kept, config.case, left_out=left_out)
 
 
 def _vectors(job: Job, state: PassState, started: float) -> StaticVectors:

@@ -25,6 +25,7 @@ from roberta_static.cli import app
 from roberta_static.errors import Interrupted
 from roberta_static.formats.exports import export
 from roberta_static.stopping import Checkpointing
+from roberta_static.text.vocab import Vocabulary
 from roberta_static.vectors.static import StaticVectors
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -725,3 +726,115 @@ def test_merge_refuses_in_one_line_and_writes_nothing(case, tmp_path):
         + "\n"
     )
     assert snapshot(tmp_path) == before
+
+
+def test_a_vocabulary_an_export_cannot_hold_is_refused_before_the_model_loads(
+    roberta_dir, tmp_path, monkeypatch
+):
+    corpus = tmp_path / "ny.txt"
+    corpus.write_text("I moved to new york, the state. The tag new_york trended in the state.\n")
+    vocab = tmp_path / "nyv.txt"
+    vocab.write_text("new york\nnew_york\nstate\n")
+    out = tmp_path / "ny"
+    args = ["distill", corpus, "--vocab", vocab, "-m", roberta_dir, "-l", "1", "-o", out, "-q"]
+
+    def no_model(config):
+        raise AssertionError("the model was loaded")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("roberta_static.api.load_pretrained", no_model)
+        result = run(*args, "--formats", "word2vec,kv,model2vec")
+    assert result.exit_code == 1 and not out.exists()
+    assert result.output == (
+        f"error: {vocab}: the word2vec and model2vec exports cannot hold every entry apart: "
+        "'new york' and 'new_york' would both be 'new_york' (in word2vec, model2vec); keep one of "
+        "each in the vocabulary, or spell them apart, or leave word2vec and model2vec out of "
+        "--formats\n"
+    )
+    # A format that holds both takes both, each with its own vector.
+    result = run(*args, "--formats", "kv")
+    assert result.exit_code == 0, result.output
+    vectors = StaticVectors.load(out)
+    keyed = KeyedVectors.load(str(out / "vectors.kv"))
+    assert sorted(keyed.index_to_key) == sorted(vectors.words) == ["new york", "new_york", "state"]
+    for word in vectors.words:
+        np.testing.assert_array_equal(keyed[word], vectors.vectors[vectors.words.index(word)])
+    # export of that folder to a format that cannot hold it: refused, nothing written.
+    before = snapshot(tmp_path)
+    result = run("export", out, "--formats", "word2vec-bin,sentence-transformers")
+    assert result.exit_code == 1 and snapshot(tmp_path) == before
+    assert result.output.startswith(
+        f"error: {out}: the word2vec-bin and sentence-transformers exports cannot hold every "
+        "entry apart: 'new york' and 'new_york' would both be 'new_york'"
+    )
+    assert result.output.endswith(
+        "; leave word2vec-bin and sentence-transformers out of --formats (the vectors folder "
+        "keeps every entry)\n"
+    )
+
+
+def test_a_corpus_vocabulary_keeps_the_more_frequent_of_words_spelled_alike(
+    roberta_dir, tmp_path, monkeypatch
+):
+    # spaCy's tokens hold no space, so make the counted vocabulary hold both spellings.
+    counted = Vocabulary.from_corpus
+
+    def with_a_twin(nlp, texts, case, min_count, max_vocab):
+        found = counted(nlp, texts, case, min_count, max_vocab)
+        return Vocabulary([*found.entries, "new york"], case)
+
+    monkeypatch.setattr(Vocabulary, "from_corpus", with_a_twin)
+    corpus = tmp_path / "ny.txt"
+    corpus.write_text("new_york new_york new_york state. new york is a state.\n")
+    out = tmp_path / "ny"
+    result = run(
+        "distill",
+        corpus,
+        "-m",
+        roberta_dir,
+        "-l",
+        "1",
+        "-o",
+        out,
+        "--formats",
+        "word2vec",
+        "--min-count",
+        "1",
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "left out of the vocabulary, as an export would spell them as a more frequent word (1): "
+        "new york (all in meta.json)\n" in result.stdout
+    )
+    vectors = StaticVectors.load(out)
+    assert "new_york" in vectors.words and "new york" not in vectors.words
+    assert vectors.meta["stats"]["vocabulary"]["left_out"] == ["new york"]
+    text = KeyedVectors.load_word2vec_format(str(out / "vectors.txt"))
+    assert sorted(text.index_to_key) == sorted(vectors.words)
+
+
+def test_a_resumed_run_refuses_an_export_its_vocabulary_cannot_fill(
+    roberta_dir, tmp_path, monkeypatch
+):
+    from test_checkpoint import checkpoint_first_chunk
+
+    corpus = tmp_path / "ny.txt"
+    corpus.write_text("I moved to new york. The tag new_york trended.\n" * 300)
+    vocab = tmp_path / "nyv.txt"
+    vocab.write_text("new york\nnew_york\n")
+    out = tmp_path / "ny"
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8)
+    checkpoint_first_chunk(corpus, vocab, config, out)
+    before = snapshot(tmp_path)
+
+    def no_model(config):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("roberta_static.api.load_pretrained", no_model)
+    result = run("distill", "--resume", out, "--formats", "word2vec", "-q")
+    assert result.exit_code == 1 and snapshot(tmp_path) == before
+    assert result.output == (
+        f"error: {out}: the run's vocabulary: the word2vec export cannot hold every entry apart: "
+        "'new york' and 'new_york' would both be 'new_york'; leave word2vec out of --formats "
+        "(the vectors folder keeps every entry)\n"
+    )

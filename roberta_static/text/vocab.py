@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from spacy.attrs import IDX, LENGTH, SENT_START
@@ -34,6 +35,8 @@ class Vocabulary:
         case: The case policy they were normalised with.
         duplicates: Lines dropped because they repeated an earlier entry.
         blank_lines: Blank lines skipped.
+        left_out: Corpus words left out because an export would spell them as a more frequent
+            entry (see :func:`~roberta_static.formats.exports.holdable_entries`).
 
     """
 
@@ -41,6 +44,7 @@ class Vocabulary:
     case: Case = "lower"
     duplicates: int = 0
     blank_lines: int = 0
+    left_out: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -156,9 +160,13 @@ class MatchedSentence:
     spans: list[tuple[int, int, int]] = field(default_factory=list)
 
 
-def vocabulary_stats(vocab: Vocabulary) -> dict[str, int]:
-    """What reading the vocabulary skipped, as run statistics (and checkpoints) record it."""
-    return {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
+def vocabulary_stats(vocab: Vocabulary) -> dict[str, Any]:
+    """What reading the vocabulary skipped, as run statistics (and checkpoints) record it.
+
+    ``left_out`` is there only when a word was.
+    """
+    stats: dict[str, Any] = {"duplicates": vocab.duplicates, "blank_lines": vocab.blank_lines}
+    return {**stats, "left_out": vocab.left_out} if vocab.left_out else stats
 
 
 class VocabMatcher:
