@@ -699,11 +699,17 @@ def test_merge_end_to_end_and_every_command_reads_the_merged_folder(
     assert run("spacy-init", both, tmp_path / "pipeline").exit_code == 0
 
 
-@pytest.mark.parametrize("case", ["missing", "not vectors", "unreadable", "other layers"])
+@pytest.mark.parametrize(
+    "case", ["missing", "not vectors", "unreadable", "other layers", "an export file"]
+)
 def test_merge_refuses_in_one_line_and_writes_nothing(case, tmp_path):
     distilled(["cat"], [[1.0, 0.0]], [2]).save(tmp_path / "march")
     april = tmp_path / "april"
-    if case == "not vectors":
+    if case == "an export file":  # the merge mB out/example/vectors.txt
+        distilled(["dog"], [[0.0, 1.0]], [1]).save(april)
+        export(april, ["word2vec"])
+        april = april / "vectors.txt"
+    elif case == "not vectors":
         april.mkdir()
         (april / "notes.txt").write_text("mine")
     elif case == "unreadable":
@@ -722,6 +728,9 @@ def test_merge_refuses_in_one_line_and_writes_nothing(case, tmp_path):
             "not vectors": f"{april}: not a roberta-static vectors folder (no vectors.npy)",
             "unreadable": f"{april / 'vocab.tsv'}: expected word<TAB>count on every line",
             "other layers": f"merge: {tmp_path / 'march'} and {april} differ in layers: [1] against [2]",
+            "an export file": f"{april}: a file, and merge reads vectors folders only (as distill "
+            "writes them: vectors.npy, vocab.tsv, meta.json; exports record no options to merge "
+            f"by); pass {april.parent}, the vectors folder it is in",
         }[case]
         + "\n"
     )

@@ -8,6 +8,7 @@ from conftest import CORPUS_LINES, VOCAB_ENTRIES
 
 from roberta_static import DistillConfig, distill
 from roberta_static.errors import VectorsError
+from roberta_static.formats.exports import export
 from roberta_static.vectors.merge import merge, merge_folders
 from roberta_static.vectors.postprocess import PostProcessing, postprocess
 from roberta_static.vectors.static import StaticVectors
@@ -161,6 +162,18 @@ def test_missing_or_foreign_folders_are_refused_naming_them(tmp_path):
         merge_folders([tmp_path / "a", tmp_path / "gone"])
     with pytest.raises(VectorsError, match="notes: not a roberta-static vectors folder"):
         merge_folders([tmp_path / "a", tmp_path / "notes"])
+    # A file (an export, say) is there: merge says it reads folders, and which one to pass.
+    export(tmp_path / "a", ["word2vec"])
+    with pytest.raises(VectorsError) as refused:
+        merge_folders([tmp_path / "a", tmp_path / "a" / "vectors.txt"])
+    assert str(refused.value) == (
+        f"{tmp_path / 'a' / 'vectors.txt'}: a file, and merge reads vectors folders only (as "
+        "distill writes them: vectors.npy, vocab.tsv, meta.json; exports record no options to "
+        f"merge by); pass {tmp_path / 'a'}, the vectors folder it is in"
+    )
+    (tmp_path / "words.txt").write_text("cat 1 0\n")
+    with pytest.raises(VectorsError, match="merge by\\); merge the folders distill wrote instead$"):
+        merge_folders([tmp_path / "a", tmp_path / "words.txt"])
     distilled(["cat", "dog"], [[1, 0], [0, 1]], [1, 1]).save(tmp_path / "short")
     (tmp_path / "short" / "vocab.tsv").write_text("cat\t1\n")
     with pytest.raises(VectorsError, match=f"^{tmp_path / 'short'}: 1 words need a "):

@@ -76,8 +76,8 @@ def merge_folders(folders: Sequence[str | os.PathLike]) -> VectorData:
     """:func:`merge` the vectors folders ``distill`` wrote; ``meta`` records each folder's path.
 
     Raises:
-        VectorsError: A folder is missing, not a vectors folder or unreadable (named), or the
-            folders cannot be merged (see :func:`merge`).
+        VectorsError: A folder is missing, a file (an export, say), not a vectors folder or
+            unreadable (named), or the folders cannot be merged (see :func:`merge`).
 
     Example:
         >>> merged = merge_folders(["vectors-march", "vectors-april"])  # doctest: +SKIP
@@ -93,6 +93,15 @@ def merge_folders(folders: Sequence[str | os.PathLike]) -> VectorData:
 
 
 def _read(path: Path) -> VectorData:
+    if path.is_file():
+        folder = path.parent
+        then = "merge the folders distill wrote instead"
+        if native.detect(folder):
+            then = f"pass {folder}, the vectors folder it is in"
+        raise VectorsError(
+            f"{path}: a file, and merge reads vectors folders only (as distill writes them: "
+            f"{', '.join(native.FILES)}; exports record no options to merge by); {then}"
+        )
     if not path.is_dir():
         raise VectorsError(f"{path}: no such vectors folder")
     return native.read(path, mmap=True)  # rows are read once, as they are added
