@@ -38,14 +38,13 @@ from pathlib import Path
 
 import numpy as np
 import spacy
+from extras import needs
 from gensim import corpora, matutils, models
 from gensim.models import Word2Vec
 from gensim.parsing.preprocessing import preprocess_documents
 from gensim.test.utils import datapath
-from model2vec import StaticModel
 from quality import minilm_path
 from scipy.stats import spearmanr
-from sentence_transformers import SentenceTransformer
 
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.api import decontextualized
@@ -54,6 +53,10 @@ from roberta_static.model.loading import load_pretrained
 from roberta_static.text.segment import load_segmenter
 from roberta_static.text.vocab import Vocabulary
 from roberta_static.vectors.postprocess import PostProcessing, postprocess
+
+with needs("exports"):
+    from model2vec import StaticModel
+    from sentence_transformers import SentenceTransformer
 
 Embed = Callable[[list[str]], np.ndarray]
 Scores = Callable[[list[str]], np.ndarray]

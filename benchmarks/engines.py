@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from extras import needs
 from throughput import default_model, hardware, vocabulary_words, word_cosines, write_corpus
 
 from roberta_static import DistillConfig, StaticVectors, distill
@@ -57,6 +58,9 @@ def main() -> None:
     parser.add_argument("--vocab", help="a word list instead of SimLex-999 + WordSim-353's words")
     parser.add_argument("--no-ray", action="store_true", help="leave the Ray engine out")
     args = parser.parse_args()
+    if not args.no_ray:  # before the runs without it, not after
+        with needs("ray", instead="or pass --no-ray"):
+            import ray
 
     print(hardware())
     base = DistillConfig(model=args.model or default_model(), max_contexts=args.max_contexts)
@@ -75,8 +79,6 @@ def main() -> None:
         for name, config in runs:
             results.append((name, *timed_distill(corpus, vocab, config)))
         if not args.no_ray:
-            import ray
-
             start = time.perf_counter()
             ray.init(num_cpus=args.workers, include_dashboard=False)
             print(

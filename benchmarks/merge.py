@@ -7,7 +7,7 @@ they should agree up to float32 rounding. Under a cap N, each half used up to N 
 entry, so merged counts may exceed N and the vectors differ from a run that stopped at N.
 
 Usage: python benchmarks/merge.py [--corpus examples/wiki.txt] [--vocab examples/vocab.txt]
-       [--model minilm] [--max-contexts 0,10]
+       [--model PATH] [--max-contexts 0,10]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from quality import minilm_path
 
 from roberta_static import DistillConfig, distill
 
@@ -67,9 +68,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=EXAMPLES / "wiki.txt")
     parser.add_argument("--vocab", type=Path, default=EXAMPLES / "vocab.txt")
-    parser.add_argument("--model", default="minilm")
+    parser.add_argument("--model", default=None, help="default: the offline MiniLM")
     parser.add_argument("--max-contexts", default="0,10")
     args = parser.parse_args()
+    args.model = args.model or minilm_path()
     print(f"machine: {platform.machine()}, Python {platform.python_version()}")
     print(f"corpus {args.corpus} cut in two halves by lines; vocabulary {args.vocab}; "
           f"model {args.model}, every layer (the default)")  # fmt: skip

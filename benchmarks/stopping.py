@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from extras import needs, packaged_model
 from gensim.test.utils import datapath
 from quality import dataset_words
 from throughput import hardware
@@ -144,6 +145,14 @@ def resumed_bar(command: str, out: Path, how: str) -> str:
     return f"resumed: exit {resumed['exit']}, first bar {bars[0] if bars else None!r}"
 
 
+def check_installed(with_ray: bool) -> None:
+    """What the runs need, said before any work: the offline MiniLM (-m minilm), Ray for --ray."""
+    packaged_model("minilm")
+    if with_ray:
+        with needs("ray", instead="or leave out --ray"):
+            import ray  # noqa: F401
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2")
@@ -155,6 +164,7 @@ def main() -> None:
     parser.add_argument("--after", type=float, default=20, help="seconds of encoding first")
     parser.add_argument("--keep", action="store_true", help="print each run's output")
     args = parser.parse_args()
+    check_installed(args.ray)
     print(hardware())
     folder = Path(tempfile.mkdtemp(prefix="stopping-"))
     try:
