@@ -30,6 +30,25 @@ def rows(section: Mapping[str, Any], none: str = NOT_SET) -> list[tuple[str, str
     return [(label(key), value_text(key, value, none)) for key, value in section.items()]
 
 
+def steps_text(steps: list[Mapping[str, Any]]) -> str:
+    """The ``postprocessing`` steps of ``meta.json``: ``center, remove top pcs 2; normalize``.
+
+    Example:
+        >>> steps_text([{"center": True, "remove_top_pcs": 2, "pca": None}]), steps_text([])
+        ('center, remove top pcs 2', 'none')
+
+    """
+    parts = [
+        ", ".join(
+            label(k) if v is True else f"{label(k)} {value_text(k, v)}"
+            for k, v in step.items()
+            if v
+        )
+        for step in steps
+    ]
+    return "; ".join(part for part in parts if part) or "none"
+
+
 def label(key: str) -> str:
     """``encoder_wait_seconds`` as ``encoder wait``: words, with the unit left to the value."""
     if key == "seconds":
@@ -94,9 +113,14 @@ def _quantity(key: str, value: float) -> str:
 
 
 def _mapping_text(value: Mapping[str, Any], none: str) -> str:
-    """``duplicates 0, blank lines 0``; a nested mapping in parentheses; paths kept as they are."""
+    """``duplicates 0, blank lines 0``; a nested mapping in parentheses; paths kept as they are.
+
+    Empty lists and mappings inside are left out.
+    """
     parts = []
     for key, item in value.items():
+        if isinstance(item, (list, tuple, Mapping)) and not item:
+            continue  # "not filled none" says nothing
         name = label(key) if key.isidentifier() else key
         shown = value_text(key, item, none)
         parts.append(f"{name} ({shown})" if isinstance(item, Mapping) else f"{name} {shown}")

@@ -73,10 +73,7 @@ def test_a_record_without_a_fingerprint_is_matched_by_name(roberta_dir, bert_dir
     assert same.reason == "the same name; meta.json records no fingerprint of its weights"
     other = match_model(old, str(bert_dir))
     assert other.verdict == "other"
-    assert (
-        other.reason
-        == "another name, and meta.json records no fingerprint of its weights"
-    )
+    assert other.reason == "another name, and meta.json records no fingerprint of its weights"
 
 
 def test_vectors_that_record_no_model_are_not_checked(roberta_dir):
