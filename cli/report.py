@@ -31,7 +31,7 @@ def report_command(
     allow_pickle: bool = Flag("--allow-pickle", help="Load pickles you trust: a .kv VECTORS file, or the layer view model's .bin weights when it has no safetensors file"),
 ) -> None:
     # fmt: on
-    """Write an HTML report: provenance, coverage, filled entries, neighbours, a 2-D map, scores."""
+    """Write an HTML report: neighbours, a 2-D map, scores, layer view, coverage, filled entries, provenance."""
     with one_line_errors():
         from roberta_static.errors import ConfigError
         from roberta_static.quality.layer_view import load_layer_view
