@@ -24,13 +24,14 @@ def report_command(
     sweep: Path | None = Opt(None, "--sweep", help="Folder written by sweep (default: VECTORS, when sweep wrote there)"),
     sentence: str | None = Opt(None, "--sentence", help="Layer view: a sentence holding --word (needs --model)"),
     word: str | None = Opt(None, "--word", help="Layer view: the word to follow through the layers"),
-    model: str | None = Opt(None, "--model", "-m", help="Layer view: the model the vectors were distilled with"),
+    model: str | None = Opt(None, "--model", "-m", help="Layer view: the model the vectors were distilled with (checked against their meta.json)"),
+    allow_other_model: bool = Flag("--allow-other-model", help="Layer view: use --model even if it is not the model the vectors were distilled with; the page says so"),
     overwrite: bool = Flag("--overwrite", help="Replace an existing report file"),
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     allow_pickle: bool = Flag("--allow-pickle", help="Load pickles you trust: a .kv VECTORS file, or the layer view model's .bin weights when it has no safetensors file"),
 ) -> None:
     # fmt: on
-    """Write an HTML report: provenance, coverage, filled entries, neighbours, a 2-D map, scores."""
+    """Write an HTML report: neighbours, a 2-D map, scores, layer view, coverage, filled entries, provenance."""
     with one_line_errors():
         from roberta_static.errors import ConfigError
         from roberta_static.quality.layer_view import load_layer_view
@@ -43,7 +44,7 @@ def report_command(
         # Every input is checked before the slow parts: the map (UMAP), the model, the page (plotly).
         check_report_file(out, overwrite)
         require_page_extra()
-        static = _layer_view_vectors(vectors, sentence, word, allow_pickle) if given else None
+        static = _layer_view_vectors(vectors, sentence, word, model, allow_other_model, allow_pickle) if given else None
         chosen = [w.strip() for w in words.split(",") if w.strip()] if words else None
         data = gather(vectors, chosen, dataset, sweep, allow_pickle=allow_pickle)
         for unknown in data.words_without_vectors:
@@ -53,18 +54,25 @@ def report_command(
 
             quiet_transformers()
             data.layer_view = load_layer_view(
-                model, static, sentence, word, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle
-            )
+                model, static, sentence, word, allow_other_model=allow_other_model,
+                trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
+            )  # fmt: skip
         typer.echo(f"wrote {write_report(data, out, overwrite)}")
         for scores in data.scores:
             warn_coverage(scores.dataset, scores.covered, scores.pairs, "pairs")
 
 
-def _layer_view_vectors(vectors: Path, sentence: str, word: str, allow_pickle: bool) -> StaticVectors:
-    """The vectors, once the layer view's checks that need no model pass."""
+def _layer_view_vectors(
+    vectors: Path, sentence: str, word: str, model: str, allow_other_model: bool, allow_pickle: bool
+) -> StaticVectors:
+    """The vectors, once the layer view's checks that need no model pass (a warning if doubtful)."""
     from roberta_static.quality.layer_view import locate_word
+    from roberta_static.quality.model_match import check_model
     from roberta_static.vectors.static import StaticVectors
 
     static = StaticVectors.load(vectors, allow_pickle=allow_pickle)
     locate_word(static, sentence, word, str(vectors))
+    match = check_model(static.meta.get("model") or {}, model, allow_other_model)
+    if match.verdict in ("other", "unrecorded"):
+        typer.echo(f"warning: --model: {match}", err=True)
     return static

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import typer
 
-from roberta_static.errors import short_list
-
 from ._util import Arg, Flag, Opt, one_line_errors
 from .options import ALLOW_PICKLED_VECTORS, OVERWRITE, SIF_COEFFICIENT, VECTORS_IN
 
@@ -44,25 +42,28 @@ def info_command(
         if as_json:
             typer.echo(json.dumps(vecs.meta, indent=2, ensure_ascii=False))
             return
+        from roberta_static.readable import DEFAULT, rows, value_text
+
         meta = vecs.meta
         typer.echo(f"{vectors}: {len(vecs):,} entries x {vecs.dim} dimensions")
         for section in (name for name in ("model", "config", "stats") if meta.get(name)):
             typer.echo(f"{section}:")
-            for key, value in meta[section].items():
-                long = isinstance(value, list) and len(value) > 10  # entries never found, say
-                typer.echo(f"  {key}: {short_list(value) if long else value}")
+            for name, value in rows(meta[section], DEFAULT if section == "config" else "not recorded"):
+                typer.echo(f"  {name}: {value}")
         for item in meta.get("corpus", []):
-            typer.echo(f"corpus: {item['path']} ({item['bytes']:,} bytes)")
+            typer.echo(f"corpus: {item['path']} ({value_text('bytes', item['bytes'])})")
         if "encoder_wait_seconds" in meta.get("stats", {}):
             typer.echo(_encoder_line(meta["stats"]))
 
 
 def _encoder_line(stats: dict) -> str:
     """How busy the encoder side was: a starved encoder waits for input most of the run."""
+    from roberta_static.readable import duration
+
     waited, seconds = stats["encoder_wait_seconds"], max(stats["seconds"], 1e-9)
     return (
         f"encoder: {stats['batches']:,} batches, {stats['tokens'] / max(stats['batches'], 1):,.0f} "
-        f"tokens each; waited for input {waited:,.1f} s of the run's {seconds:,.1f} s "
+        f"tokens each; waited for input {duration(waited)} of the run's {duration(seconds)} "
         f"({waited / seconds:.0%})"
     )
 

@@ -24,6 +24,7 @@ from roberta_static.atomic import output_lock
 from roberta_static.cli import app
 from roberta_static.errors import Interrupted
 from roberta_static.formats.exports import export
+from roberta_static.readable import duration
 from roberta_static.stopping import Checkpointing
 from roberta_static.text.vocab import Vocabulary
 from roberta_static.vectors.static import StaticVectors
@@ -64,7 +65,7 @@ def test_distill_examples_and_every_export(roberta_dir, tmp_path):
     info = run("info", out)
     assert info.exit_code == 0 and "entries x 32 dimensions" in info.output
     stats = vecs.meta["stats"]
-    waited = f"waited for input {stats['encoder_wait_seconds']:,.1f} s of the run's"
+    waited = f"waited for input {duration(stats['encoder_wait_seconds'])} of the run's"
     assert f"encoder: {stats['batches']:,} batches, " in info.output and waited in info.output
 
     again = run(*examples)
@@ -360,7 +361,7 @@ def test_summary_and_meta_name_the_entries_never_found(roberta_dir, corpus_file,
     shown = ", ".join(absent[:10])
     assert f"not found in the corpus (15): {shown} and 5 more (all in meta.json)\n" in result.output
     info = run("info", out)
-    assert f"  entries_not_found: {shown} and 5 more\n" in info.output
+    assert f"  entries not found: {shown} and 5 more\n" in info.output
 
 
 def test_the_summary_names_the_entries_too_long_to_fill(roberta_dir, corpus_file, tmp_path):

