@@ -305,8 +305,7 @@ def test_full_disk_is_one_line_and_leaves_no_output(
     )  # fmt: skip
     assert result.exit_code == 1
     assert result.output == (
-        f"error: {out}: writing failed (No space left on device); "
-        "its previous contents are unchanged\n"
+        f"error: {out}: writing failed (No space left on device); nothing was left behind\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "vocab.txt"]
 
