@@ -33,6 +33,7 @@ from .model.threads import auto_workers
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .stopping import Checkpointing
 from .text.corpus import Corpus, TextCorpus, check_readable
+from .text.languages import check_language, check_pipeline
 from .text.segment import load_segmenter
 from .text.vocab import MatchedSentence, Vocabulary, vocabulary_stats
 from .vectors.fill import mapped_fill, require_fittable
@@ -97,6 +98,10 @@ def resolve_inputs(
     """Open the corpus and read the vocabulary: bad input fails before the model loads."""
     if (corpus is None) == (texts is None):
         raise ConfigError("pass either corpus (file paths) or texts (strings in memory)")
+    if config.spacy_model is None:
+        check_language(config.lang)
+    else:
+        check_pipeline(config.spacy_model)
     if texts is not None:
         source: Corpus | TextCorpus = TextCorpus(texts)
         if vocab is None and not source.reiterable:

@@ -120,7 +120,6 @@ def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
     not_model = tmp / "not_a_model"
     not_model.mkdir()
     (not_model / "readme.txt").write_text("hi")
-    weighted_kv = ["--formats", "kv", "--sif-coefficient", "0.001"]
     return {
         "missing corpus": (
             [tmp / "nope.txt", "--vocab", vocab, "--model", model],
@@ -142,10 +141,6 @@ def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
             [corpus, "--vocab", vocab, "--model", not_model],
             "not_a_model: cannot load a model",
         ),
-        "weighting without a sentence format": (
-            [corpus, "--vocab", vocab, "--model", model, *weighted_kv],
-            "--sif-coefficient: weights the model2vec and sentence-transformers exports only",
-        ),
     }
 
 
@@ -157,7 +152,6 @@ def bad_input_cases(tmp: Path, model: Path, corpus: Path, vocab: Path):
         "empty vocabulary",
         "layer out of range",
         "not a model",
-        "weighting without a sentence format",
     ],
 )
 def test_bad_input_gives_one_line_and_no_output(

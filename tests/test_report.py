@@ -279,7 +279,7 @@ def test_layer_view_needs_its_three_options_and_the_word_in_the_sentence(
     out = tmp_path / "report.html"
     partial = run("report", vectors_dir, "--out", out, "--word", "cat")
     assert (
-        partial.exit_code == 1
+        partial.exit_code == 2  # a usage error
         and "needs --sentence, --word and --model; got only --word" in partial.output
     )
     absent = run(
