@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from roberta_static.debug import debugging, format_story
 from roberta_static.errors import ConfigError, Interrupted, RobertaStaticError
 
 try:  # recent typer carries its own copy of click
@@ -47,7 +48,8 @@ def flag(option: str) -> str:
 def one_line_errors() -> Iterator[None]:
     """Turn our errors into ``error: ...`` on stderr and exit status 1; Ctrl-C into status 130.
 
-    An option named by a :class:`ConfigError` is shown as the flag the user typed.
+    An option named by a :class:`ConfigError` is shown as the flag the user typed. With
+    ``--debug`` the error's full traceback comes first, a worker's or a Ray task's included.
     """
     try:
         yield
@@ -55,6 +57,8 @@ def one_line_errors() -> Iterator[None]:
         typer.echo(str(error), err=True)
         raise typer.Exit(130) from None
     except RobertaStaticError as error:
+        if debugging():
+            typer.echo(format_story(error), err=True, nl=False)
         typer.echo(f"error: {_one_line(error)}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
@@ -81,6 +85,8 @@ def command_line_checks() -> Iterator[None]:
     try:
         yield
     except ConfigError as error:
+        if debugging():
+            typer.echo(format_story(error), err=True, nl=False)
         raise UsageError(_one_line(error)) from None
 
 

@@ -6,6 +6,7 @@ objects, so tests and notebooks can pass a model they built.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .config import DistillConfig
+from .debug import tells_all
 from .engine.base import Engine, Job
 from .engine.checkpoint import Checkpoint, check_resume
 from .engine.collector import heap_frozen
@@ -41,7 +43,10 @@ from .vectors.postprocess import postprocess
 from .vectors.static import StaticVectors
 from .version import __version__
 
+logger = logging.getLogger(__name__)
 
+
+@tells_all
 def distill(
     corpus: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     vocab: str | os.PathLike | Iterable[str] | Vocabulary | None = None,
@@ -131,6 +136,7 @@ def _vocabulary(
     return vocab
 
 
+@tells_all
 def distill_from_model(
     model: Any,
     tokenizer: Any,
@@ -191,7 +197,15 @@ def _distill(
     _check_resumable(corpus, checkpointing, resume_from)
     config = _workers_resolved(config)
     engine = engine_for(config, corpus)
+    logger.info(
+        "%s over %s (workers %s, devices %s)",
+        type(engine).__name__,
+        corpus,
+        config.workers,
+        ", ".join(config.devices),
+    )
     with heap_frozen() as freeze_loaded, engine.start(checkpointing):
+        logger.info("loading the model %s", config.model)
         model, tokenizer = load()
         started = time.perf_counter()
         encoder = Encoder(model, tokenizer, config)
@@ -200,6 +214,7 @@ def _distill(
                 f"{config.pca} exceeds the vectors' width {encoder.output_dim(config.combine)}",
                 field="pca",
             )
+        logger.info("loading the spaCy pipeline %s", config.spacy_model or f"blank:{config.lang}")
         nlp = load_segmenter(config.lang, config.spacy_model)
         freeze_loaded()  # the model and pipeline too, which the pass keeps
         report = progress or (lambda _: None)
@@ -209,6 +224,7 @@ def _distill(
             vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
         job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
         report(_plan(len(vocab), job.dim, encoder))
+        logger.info("the pass: %d entries on %s", len(vocab), encoder.device)
         resumed = resume_from.state if resume_from is not None else None
         state = engine.run(job, resumed, checkpointing, report)
     return _vectors(job, state, started)
@@ -222,6 +238,7 @@ def _counted_vocabulary(
     checkpointing: Checkpointing | None,
 ) -> Vocabulary:
     """The corpus words seen ``min_count`` times, at most ``max_vocab`` of them."""
+    logger.info("counting the vocabulary in %s", corpus)
     counting = _reporting(corpus, "count", report, checkpointing)
     vocab = Vocabulary.from_corpus(nlp, counting, config.case, config.min_count, config.max_vocab)
     if not vocab.entries:

@@ -462,7 +462,8 @@ def test_every_flag_an_error_advises_exists_on_that_command(
 def test_every_flag_named_in_the_source_exists():
     root = Path(__file__).resolve().parents[1]
     other_tools = {"--head"}  # `ray start --head`, which the Ray engine's errors advise
-    every = set().union(*(flags_of(c) for c in COMMANDS)) | {"--help", "--version"} | other_tools
+    group = {name for param in typer.main.get_command(app).params for name in param.opts}
+    every = set().union(*(flags_of(c) for c in COMMANDS)) | group | {"--help"} | other_tools
     for folder in ("roberta_static", "cli", "spacy_plugin"):
         for path in (root / folder).glob("*.py"):
             named = set(FLAG.findall(path.read_text(encoding="utf-8")))
