@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -50,9 +51,12 @@ def one_line_errors() -> Iterator[None]:
 
     An option named by a :class:`ConfigError` is shown as the flag the user typed. With
     ``--debug`` the error's full traceback comes first, a worker's or a Ray task's included.
+    A warning of the library is one line on stderr too: ``warning: ...``.
     """
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            yield
     except Interrupted as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(130) from None
@@ -71,6 +75,10 @@ def _one_line(error: RobertaStaticError) -> str:
     if isinstance(error, ConfigError) and error.field:
         return f"{flag(error.field)}: {error.problem}"
     return str(error)
+
+
+def _one_line_warning(message: Warning | str, *args: Any, **kwargs: Any) -> None:
+    typer.echo(f"warning: {message}", err=True)
 
 
 @contextmanager

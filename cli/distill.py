@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import typer
@@ -10,11 +11,12 @@ from roberta_static.atomic import output_lock
 from roberta_static.config import DistillConfig
 from roberta_static.distill_output import check_output, says_how_to_go_on, write_output
 from roberta_static.engine.checkpoint import CHECKPOINT_DIR, Checkpoint
-from roberta_static.errors import ConfigError, Interrupted, short_list
+from roberta_static.errors import ConfigError, Interrupted, RobertaStaticWarning, short_list
 from roberta_static.formats.exports import check_options, parse_formats
 from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
+from roberta_static.notices import as_flag, entry_notes, input_warnings, language_warning
 from roberta_static.stopping import Checkpointing, StopNow
-from roberta_static.text.corpus import check_readable
+from roberta_static.text.corpus import Corpus, check_readable
 from roberta_static.text.files import OWN_OUTPUT, find_corpus_files
 from roberta_static.text.languages import check_language, check_pipeline
 from roberta_static.text.vocab import Vocabulary
@@ -153,7 +155,7 @@ def distill_command(
                     vectors, out, export_formats, sif_coefficient, overwrite=overwrite,
                     finishes_checkpoint=saved is not None or checkpointing.written,
                 )
-        _warn(vectors.meta["stats"])
+        _warn(vectors.meta, corpus)
         if not quiet:
             _summarise(vectors.meta["stats"], out)
 
@@ -210,10 +212,13 @@ def _run(
     quiet_transformers()
     with stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
         try:
-            vectors = distill(
-                corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
-                resume_from=saved,
-            )
+            with warnings.catch_warnings():
+                # This command says the same in its summary: see _warn and _summarise.
+                warnings.simplefilter("ignore", RobertaStaticWarning)
+                vectors = distill(
+                    corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
+                    resume_from=saved,
+                )
             checkpointing.nothing_to_lose = False  # the vectors are in hand: write them
         except StopNow:
             raise Interrupted(_stopped_before_any_batch(out, saved is not None)) from None
@@ -277,52 +282,15 @@ def _summarise(stats: dict, out: Path) -> None:
         f"{stats['split_sentences']:,} sentences split); {stats['tokens']:,} tokens in "
         f"{seconds:.1f} s ({stats['tokens'] / seconds:,.0f} tokens/s)"
     )
-    for key, what in (
-        ("entries_not_found", "not found in the corpus"),
-        ("entries_not_encoded", "found, but too long for the model's input (or without subwords)"),
-    ):
-        if stats.get(key):
-            typer.echo(f"{what} ({len(stats[key]):,}): {short_list(stats[key])} (all in meta.json)")
-    not_filled = stats["fill"].get("not_filled")
-    if not_filled:
-        typer.echo(
-            f"not filled, too long for the model's input alone (or without subwords) "
-            f"({len(not_filled):,}): {short_list(not_filled)} (all in meta.json)"
-        )
-    skipped = stats["vocabulary"]
-    if skipped.get("duplicates") or skipped.get("blank_lines"):
-        typer.echo(
-            f"vocabulary: {skipped['duplicates']:,} duplicate entries and "
-            f"{skipped['blank_lines']:,} blank lines skipped"
-        )
+    for note in entry_notes(stats, "meta.json"):
+        typer.echo(note)
     typer.echo(f"wrote {out}")
 
 
-def _warn(stats: dict) -> None:
+def _warn(meta: dict, corpus: list[Path]) -> None:
     """What the user should know even with --quiet: printed to stderr."""
-    for warning in _warnings(stats):
+    stats = meta["stats"]
+    texts = Corpus(corpus, meta["config"]["text_field"])
+    language = language_warning(stats, meta["config"], texts, as_flag)
+    for warning in input_warnings(stats, as_flag) + ([language] if language else []):
         typer.echo(f"warning: {warning}", err=True)
-
-
-def _warnings(stats: dict) -> list[str]:
-    """Input that was skipped or repaired, and a mapped fill that its own check finds worse."""
-    warnings = []
-    if stats["bad_bytes"]:
-        warnings.append(f"{stats['bad_bytes']:,} invalid UTF-8 bytes replaced")
-    if stats["batches_recomputed_float32"]:
-        warnings.append(
-            f"{stats['batches_recomputed_float32']:,} batches overflowed to NaN/Inf in "
-            "half precision and were run again in float32 (--dtype float32 avoids the retries)"
-        )
-    binary = stats["binary_files_skipped"]
-    if binary:
-        warnings.append(f"{len(binary):,} binary files (NUL bytes) skipped: {short_list(binary, 3)}")
-    check = stats["fill"].get("held_out")
-    if check and check["mapped_cosine"] < check["decontextualized_cosine"]:
-        warnings.append(
-            "on its held-out check the mapped fill is further from the seen entries' context "
-            f"averages than decontextualized ({check['entries']:,} entries, mean cosine "
-            f"{check['mapped_cosine']:.3f} against {check['decontextualized_cosine']:.3f}): "
-            "--fill-unseen decontextualized may suit this run better"
-        )
-    return warnings

@@ -22,6 +22,7 @@ from .errors import (
     ModelLoadError,
     OutputError,
     RobertaStaticError,
+    RobertaStaticWarning,
     VectorsError,
     VocabError,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "OutputError",
     "Progress",
     "RobertaStaticError",
+    "RobertaStaticWarning",
     "StaticVectors",
     "VectorsError",
     "VocabError",

@@ -32,6 +32,7 @@ from .model.encoder import Encoder, free_memory, resolve_device
 from .model.loading import load_pretrained, model_fingerprint
 from .model.pooling import Accumulator
 from .model.threads import auto_workers
+from .notices import as_flag, language_hint, texts_again, warn_about_run
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .stopping import Checkpointing
 from .text.corpus import Corpus, TextCorpus, check_readable
@@ -64,14 +65,23 @@ def distill(
         vocab: A vocabulary file, a list of entries, a :class:`Vocabulary`, or ``None`` to count
             one in the corpus.
         config: Every option of the run.
-        progress: Called now and then with a :class:`Progress`.
+        progress: Called with a :class:`~roberta_static.progress.Plan` once before the pass
+            (the accumulator's size and device), then now and then with a
+            :class:`~roberta_static.progress.Progress` (the stage, ``"count"`` or
+            ``"distill"``, and the bytes, sentences and tokens done), as the command line's
+            progress bar is drawn; it should return quickly.
         checkpointing: Where and how often to save the state (see :class:`Checkpointing`).
         resume_from: A saved state to continue from.
         texts: Instead of ``corpus``: texts in memory, any iterable of strings, read as a stream
             (see :class:`~roberta_static.text.corpus.TextCorpus`; no checkpoints).
 
     Returns:
-        The vectors of every entry found (and of the unseen ones with ``fill_unseen``).
+        The vectors of every entry found (and of the unseen ones with ``fill_unseen``). What
+        the command line's summary says (entries not found, input skipped or repaired) comes
+        as :class:`~roberta_static.errors.RobertaStaticWarning` warnings, and the whole lists
+        are in ``vectors.meta["stats"]``. The ``roberta_static`` logger says what the run is
+        doing; ``ROBERTA_STATIC_DEBUG=1`` prints it, and gives an error its full traceback,
+        a worker process's included (see :mod:`roberta_static.debug`).
 
     Example:
         >>> config = DistillConfig(model="./tiny-model", layers="1-2")  # doctest: +SKIP
@@ -91,7 +101,9 @@ def distill(
         for device in config.devices:  # before the model loads
             resolve_device(device)
     load = partial(load_pretrained, config)
-    return _distill(load, source, vocabulary, config, progress, checkpointing, resume_from)
+    vectors = _distill(load, source, vocabulary, config, progress, checkpointing, resume_from)
+    warn_about_run(vectors.meta, texts_again(source))
+    return vectors
 
 
 def resolve_inputs(
@@ -157,7 +169,9 @@ def distill_from_model(
     def loaded() -> tuple[Any, Any]:
         return model, tokenizer
 
-    return _distill(loaded, corpus, vocab, config, progress, checkpointing, resume_from)
+    vectors = _distill(loaded, corpus, vocab, config, progress, checkpointing, resume_from)
+    warn_about_run(vectors.meta, texts_again(corpus))
+    return vectors
 
 
 def _check_resumable(
@@ -255,9 +269,10 @@ def _vectors(job: Job, state: PassState, started: float) -> StaticVectors:
     if config.fill_unseen != "none" and not keep.all():
         _fill(job.encoder, vocab, config, means, keep, stats)
     if not keep.any():
+        hint = language_hint(config.lang, config.spacy_model, texts_again(corpus), as_flag)
         raise VocabError(
             f"none of the {len(vocab)} vocabulary entries occurs in the corpus "
-            "(try --fill-unseen decontextualized or check --case)"
+            f"({hint or 'try --fill-unseen decontextualized or check --case'})"
         )
     stats.occurrences_used = int(counts.sum())
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)

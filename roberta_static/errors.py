@@ -91,6 +91,13 @@ class Interrupted(RobertaStaticError):
     """The run was asked to stop; a checkpoint was written to resume from."""
 
 
+class RobertaStaticWarning(UserWarning):
+    """What a finished run tells its user in Python: entries not found, input skipped.
+
+    Filter it like any warning: ``warnings.simplefilter("ignore", RobertaStaticWarning)``.
+    """
+
+
 class KeyNotFoundError(RobertaStaticError, KeyError):
     """A word or phrase has no vector."""
 
