@@ -264,7 +264,9 @@ def _in_finalizer(frame: FrameType | None) -> bool:
 
 
 def require_inputs(command: str, inputs: dict[str, Any], instead: str) -> None:
-    """Refuse, naming them, the required inputs left out, if any (see :func:`command_line_checks`).
+    """Refuse, naming them, the required inputs left out or given empty (``-m ""``), if any.
+
+    See :func:`command_line_checks`.
 
     Args:
         command: The command, for the message.
@@ -278,6 +280,9 @@ def require_inputs(command: str, inputs: dict[str, Any], instead: str) -> None:
         raise ConfigError(
             f"{command} needs {_and(list(inputs))} (or {instead}); {_and(missing)} {verb} missing"
         )
+    empty = [name for name, value in inputs.items() if value == ""]
+    if empty:
+        raise ConfigError(f"{_and(empty)} {'is' if len(empty) == 1 else 'are'} empty; give a value")
 
 
 def _and(names: list[str]) -> str:

@@ -375,6 +375,8 @@ def usage_errors(corpus: Path, out: Path) -> dict[str, tuple[list, str]]:
         "empty corpus path": (["distill", "", "-m", "m", "-o", out], "error: CORPUS is empty"),
         "empty --vocab": ([*distill, "--vocab", ""], "error: --vocab is empty; give a path"),
         "empty postprocess OUT": (["postprocess", corpus, ""], "error: OUT is empty"),
+        "empty --model": (["distill", corpus, "-m", "", "-o", out], "error: --model is empty"),
+        "finetune empty --model": (["finetune", corpus, "-m", "", "-o", out], "error: --model is"),
     }
 
 
@@ -386,7 +388,7 @@ def usage_errors(corpus: Path, out: Path) -> dict[str, tuple[list, str]]:
         "weighting without a weighted format", "ray options", "lang", "an input left out",
         "--out with --resume", "sweep", "postprocess without a step", "half a layer view",
         "export formats", "empty --out", "empty --out=", "empty corpus path", "empty --vocab",
-        "empty postprocess OUT",
+        "empty postprocess OUT", "empty --model", "finetune empty --model",
     ],
 )  # fmt: skip
 def test_a_malformed_command_line_is_a_usage_error_with_status_2(case, corpus_file, tmp_path):
