@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from roberta_static.debug import DEBUG_VARIABLE, set_debugging
 from roberta_static.version import __version__
 
 from ._util import Command, CommandGroup, Flag
@@ -50,8 +51,13 @@ def _options(
     version: bool = Flag(
         "--version", help="Print the version and exit", callback=_print_version, is_eager=True
     ),
+    debug: bool = Flag(
+        "--debug",
+        help=f"On an error, print its full traceback (a worker's too), and the log of the run; "
+        f"as {DEBUG_VARIABLE}=1 does",
+    ),
 ) -> None:
-    pass
+    set_debugging(debug)
 
 
 def main() -> None:

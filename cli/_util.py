@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from roberta_static.debug import debugging, format_story
 from roberta_static.errors import ConfigError, Interrupted, RobertaStaticError
 
 try:  # recent typer carries its own copy of click
@@ -47,23 +49,53 @@ def flag(option: str) -> str:
 def one_line_errors() -> Iterator[None]:
     """Turn our errors into ``error: ...`` on stderr and exit status 1; Ctrl-C into status 130.
 
-    An option named by a :class:`ConfigError` is shown as the flag the user typed.
+    An option named by a :class:`ConfigError` is shown as the flag the user typed. With
+    ``--debug`` the error's full traceback comes first, a worker's or a Ray task's included.
+    A warning of the library is one line on stderr too: ``warning: ...``.
     """
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            yield
     except Interrupted as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(130) from None
-    except ConfigError as error:
-        where = f"{flag(error.field)}: " if error.field else ""
-        typer.echo(f"error: {where}{error.problem}", err=True)
-        raise typer.Exit(1) from None
     except RobertaStaticError as error:
-        typer.echo(f"error: {error}", err=True)
+        if debugging():
+            typer.echo(format_story(error), err=True, nl=False)
+        typer.echo(f"error: {_one_line(error)}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
+
+
+def _one_line(error: RobertaStaticError) -> str:
+    """The error's message, naming the option at fault as the flag the user typed."""
+    if isinstance(error, ConfigError) and error.field:
+        return f"{flag(error.field)}: {error.problem}"
+    return str(error)
+
+
+def _one_line_warning(message: Warning | str, *args: Any, **kwargs: Any) -> None:
+    typer.echo(f"warning: {message}", err=True)
+
+
+@contextmanager
+def command_line_checks() -> Iterator[None]:
+    """Checks of the command line alone: what fails here is a usage error, exit status 2.
+
+    Inside, a :class:`ConfigError` (an option value that cannot work, options that do not go
+    together, an input left out) is a malformed command line, as Typer's own checks (a count
+    below its minimum) make one. Checks that read files, a model or a device come after these
+    and exit with status 1.
+    """
+    try:
+        yield
+    except ConfigError as error:
+        if debugging():
+            typer.echo(format_story(error), err=True, nl=False)
+        raise UsageError(_one_line(error)) from None
 
 
 @contextmanager
@@ -93,9 +125,42 @@ class Command(_FlagHelp, TyperCommand):
     """One ``roberta-static`` command; keeps its raw arguments for :func:`check_not_flag_values`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """Parse the command's options and arguments."""
+        """Parse the command's options and arguments; an empty path is a usage error."""
         ctx.meta[_RAW_ARGS] = list(args)
-        return super().parse_args(ctx, args)
+        rest = super().parse_args(ctx, args)  # which takes the arguments it reads out of args
+        empty = _empty_path(self.params, ctx.params, ctx.meta[_RAW_ARGS])
+        if empty is not None:
+            raise UsageError(f"{empty} is empty; give a path")
+        return rest
+
+
+def _empty_path(params: list[Any], values: dict[str, Any], args: list[str]) -> str | None:
+    """The option or argument given ``""`` for a path, if any (Typer reads it as ``.``)."""
+    typed_for = _given_empty(params, args)
+    for param in params if typed_for else []:
+        value = values.get(param.name)
+        given = value if isinstance(value, (list, tuple)) else [value]
+        if not any(isinstance(each, Path) and str(each) == "." for each in given):
+            continue
+        options = [name for name in param.opts if name.startswith("-")]
+        if set(options) & typed_for:
+            return max(options, key=len)
+        if not options and "" in typed_for:
+            return (param.metavar or param.name).upper()
+    return None
+
+
+def _given_empty(params: list[Any], args: list[str]) -> set[str]:
+    """The options given ``""`` as typed (``-o``), and ``""`` if an argument was."""
+    flags = {name for param in params if getattr(param, "is_flag", False) for name in param.opts}
+    typed_for = set()
+    for index, arg in enumerate(args):
+        before = args[index - 1] if index else ""
+        if arg == "":
+            typed_for.add(before if before.startswith("-") and before not in flags else "")
+        elif arg.startswith("--") and arg.endswith("="):
+            typed_for.add(arg[:-1])
+    return typed_for
 
 
 _RAW_ARGS = "roberta_static.raw_args"
@@ -199,7 +264,9 @@ def _in_finalizer(frame: FrameType | None) -> bool:
 
 
 def require_inputs(command: str, inputs: dict[str, Any], instead: str) -> None:
-    """A usage error (exit status 2) naming the required inputs left out, if any.
+    """Refuse, naming them, the required inputs left out or given empty (``-m ""``), if any.
+
+    See :func:`command_line_checks`.
 
     Args:
         command: The command, for the message.
@@ -210,9 +277,12 @@ def require_inputs(command: str, inputs: dict[str, Any], instead: str) -> None:
     missing = [name for name, value in inputs.items() if value is None or value == []]
     if missing:
         verb = "is" if len(missing) == 1 else "are"
-        raise UsageError(
+        raise ConfigError(
             f"{command} needs {_and(list(inputs))} (or {instead}); {_and(missing)} {verb} missing"
         )
+    empty = [name for name, value in inputs.items() if value == ""]
+    if empty:
+        raise ConfigError(f"{_and(empty)} {'is' if len(empty) == 1 else 'are'} empty; give a value")
 
 
 def _and(names: list[str]) -> str:

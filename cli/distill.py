@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import typer
@@ -10,15 +11,15 @@ from roberta_static.atomic import output_lock
 from roberta_static.config import DistillConfig
 from roberta_static.distill_output import check_output, says_how_to_go_on, write_output
 from roberta_static.engine.checkpoint import CHECKPOINT_DIR, Checkpoint
-from roberta_static.errors import (
-    ConfigError,
-    Interrupted,
-    short_list,
-)
+from roberta_static.errors import ConfigError, Interrupted, RobertaStaticWarning, short_list
+from roberta_static.formats.exports import check_options, parse_formats
 from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
+from roberta_static.notices import as_flag, entry_notes, input_warnings, language_warning
 from roberta_static.stopping import Checkpointing, StopNow
-from roberta_static.text.corpus import check_readable
+from roberta_static.text.corpus import Corpus, check_readable
 from roberta_static.text.files import OWN_OUTPUT, find_corpus_files
+from roberta_static.text.languages import check_language, check_pipeline
+from roberta_static.text.vocab import Vocabulary
 from roberta_static.vectors.static import StaticVectors
 
 from ._util import (
@@ -26,6 +27,7 @@ from ._util import (
     Flag,
     Opt,
     check_not_flag_values,
+    command_line_checks,
     flag,
     one_line_errors,
     require_inputs,
@@ -113,7 +115,6 @@ def distill_command(
     # fmt: on
     """Distill static vectors of a vocabulary from a transformer over a corpus."""
     with one_line_errors():
-        check_not_flag_values(ctx, corpus or [])
         options = dict(
             model=model, layers=layers, combine=combine, pool=pool, max_contexts=max_contexts,
             batch_tokens=batch_tokens, chunk_sentences=chunk_sentences, max_length=max_length,
@@ -124,73 +125,95 @@ def distill_command(
             allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
             normalize=normalize,
         )
-        given = make_config(**options) if model is not None else None
-        from roberta_static.formats.exports import check_options, parse_formats
-
-        export_formats = parse_formats(formats)
-        check_options(export_formats, sif_coefficient)
-        if resume is None:
-            inputs = {"CORPUS": corpus, "--model": model, "--out": out}
-            require_inputs("distill", inputs, "--resume OUT")
-        elif out is not None and out.resolve() != resume.resolve():
-            raise ConfigError(
-                f"--out with --resume: a resumed run writes into its own folder, {resume}; "
-                "leave --out out"
-            )
+        with command_line_checks():
+            given = _check_command_line(ctx, corpus, out, resume, options)
+            export_formats = parse_formats(formats)
+            check_options(export_formats, sif_coefficient)
         out = resume or out
         # Held from here to the end: a second run into the folder is refused at once.
         with output_lock(out):
+            # Every check of the input that needs no model, before torch, transformers or spaCy.
             if resume is not None:
                 typed = {name: value for name, value in options.items() if typed_by_user(ctx, name)}
-                out, corpus, config, saved = _resume(resume, corpus, vocab, typed)
+                out, corpus, config, saved, entries = _resume(resume, corpus, vocab, typed)
                 check_output(out, resuming=True)
+                with command_line_checks():
+                    _check_options(ctx, config)
             else:
                 config, saved = given, None
                 check_output(out, overwrite)
                 check_readable(_corpus_files(corpus))
-            _check_engine_options(ctx, config)
-            _check_exports(vocab, saved, config, export_formats)
+                entries = Vocabulary.from_file(vocab, config.case) if vocab else None
+            _check_exports(vocab, entries, saved, config, export_formats)
+            if config.spacy_model is not None:
+                check_pipeline(config.spacy_model)
+            if not config.model.startswith(SPACY_PREFIX):
+                resolve_model_name(config.model)
             checkpointing = Checkpointing(out, checkpoint_every)
             with says_how_to_go_on(out, saved is not None, checkpointing):
-                vectors = _run(corpus, vocab, config, checkpointing, saved, quiet)
+                vectors = _run(corpus, entries, config, checkpointing, saved, quiet)
                 write_output(
                     vectors, out, export_formats, sif_coefficient, overwrite=overwrite,
                     finishes_checkpoint=saved is not None or checkpointing.written,
                 )
-        _warn(vectors.meta["stats"])
+        _warn(vectors.meta, corpus)
         if not quiet:
             _summarise(vectors.meta["stats"], out)
 
 
-def _check_engine_options(ctx: typer.Context, config: DistillConfig) -> None:
-    """Refuse options of an engine the run does not use, and a model name that cannot load."""
+def _check_command_line(
+    ctx: typer.Context, corpus: list[Path] | None, out: Path | None, resume: Path | None,
+    options: dict,
+) -> DistillConfig | None:
+    """The config the options make, once the command line alone shows nothing wrong.
+
+    None with ``--resume``: the run's config is in its checkpoint.
+    """
+    check_not_flag_values(ctx, corpus or [])
+    if resume is not None:
+        if out is not None and out.resolve() != resume.resolve():
+            raise ConfigError(
+                f"--out with --resume: a resumed run writes into its own folder, {resume}; "
+                "leave --out out"
+            )
+        return None
+    require_inputs("distill", {"CORPUS": corpus, "--model": options["model"], "--out": out}, "--resume OUT")
+    config = make_config(**options)
+    _check_options(ctx, config)
+    return config
+
+
+def _check_options(ctx: typer.Context, config: DistillConfig) -> None:
+    """Refuse options of the Ray engine in a run that does not use it, and an unknown --lang."""
+    if config.spacy_model is None:
+        check_language(config.lang)
     ray_only = [flag(name) for name in ("ray_address", "encoders") if typed_by_user(ctx, name)]
     if ray_only and config.engine != "ray":
         verb = "apply" if len(ray_only) > 1 else "applies"
         raise ConfigError(f"{' and '.join(ray_only)} {verb} only with --engine ray")
-    if not config.model.startswith(SPACY_PREFIX):
-        resolve_model_name(config.model)
 
 
-def _check_exports(vocab: Path | None, saved: Checkpoint | None, config: DistillConfig, formats: list[str]) -> None:
+def _check_exports(
+    vocab: Path | None, entries: Vocabulary | None, saved: Checkpoint | None,
+    config: DistillConfig, formats: list[str],
+) -> None:
     """Refuse, before the model loads, vocabulary entries that an export asked for cannot hold apart.
 
     A vocabulary counted in the corpus keeps the more frequent of such words instead.
     """
-    if not formats or (vocab is None and saved is None):
-        return
     from roberta_static.formats.holding import check_entries
-    from roberta_static.text.vocab import Vocabulary
 
+    if not formats:
+        return
     if saved is not None:  # its vocabulary is the run's now: only --formats can change
         check_entries(saved.entries, config.case, formats, f"{saved.folder}: the run's vocabulary")
-        return
-    check_entries(Vocabulary.from_file(vocab, config.case).entries, config.case, formats, vocab, vocabulary=True)
+    elif entries is not None:
+        check_entries(entries.entries, config.case, formats, vocab, vocabulary=True)
 
 
 def _run(
     corpus: list[Path],
-    vocab: Path | None,
+    vocab: Vocabulary | None,
     config: DistillConfig,
     checkpointing: Checkpointing,
     saved: Checkpoint | None,
@@ -208,10 +231,13 @@ def _run(
     quiet_transformers()
     with stop_on_signals(checkpointing), DistillProgress(disable=quiet) as bar:
         try:
-            vectors = distill(
-                corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
-                resume_from=saved,
-            )
+            with warnings.catch_warnings():
+                # This command says the same in its summary: see _warn and _summarise.
+                warnings.simplefilter("ignore", RobertaStaticWarning)
+                vectors = distill(
+                    corpus, vocab, config, progress=bar.update, checkpointing=checkpointing,
+                    resume_from=saved,
+                )
             checkpointing.nothing_to_lose = False  # the vectors are in hand: write them
         except StopNow:
             raise Interrupted(_stopped_before_any_batch(out, saved is not None)) from None
@@ -231,7 +257,7 @@ def _corpus_files(paths: list[Path]) -> list[Path]:
 
 
 def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -> tuple:
-    """Output folder, corpus, config and state of the checkpointed run.
+    """Output folder, corpus, config, state and vocabulary (if given) of the checkpointed run.
 
     Options typed again may change how the run goes (batch size, device), not its result: a
     changed result option or a changed corpus is refused, naming what differs.
@@ -242,12 +268,8 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     config = make_config(**{**saved.config, **typed})
     paths = corpus or [Path(path) for path in saved.files]
     files = _corpus_files(paths)
-    entries = None
-    if vocab is not None:
-        from roberta_static.text.vocab import Vocabulary
-
-        entries = Vocabulary.from_file(vocab, config.case).entries
-    check_resume(saved, config, files, entries, f"the vocabulary {vocab}")
+    entries = Vocabulary.from_file(vocab, config.case) if vocab is not None else None
+    check_resume(saved, config, files, entries and entries.entries, f"the vocabulary {vocab}")
     check_readable(files)
     renamed = [
         f"{now} (was {before})"
@@ -257,7 +279,7 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     if renamed:
         # Same content under other names: the run goes on over them and the checkpoint follows.
         typer.echo(f"note: resuming over renamed corpus files: {short_list(renamed, 3)}", err=True)
-    return folder, paths, config, saved
+    return folder, paths, config, saved, entries
 
 
 def _stopped_before_any_batch(out: Path, resumed: bool) -> str:
@@ -279,58 +301,15 @@ def _summarise(stats: dict, out: Path) -> None:
         f"{stats['split_sentences']:,} sentences split); {stats['tokens']:,} tokens in "
         f"{seconds:.1f} s ({stats['tokens'] / seconds:,.0f} tokens/s)"
     )
-    for key, what in (
-        ("entries_not_found", "not found in the corpus"),
-        ("entries_not_encoded", "found, but too long for the model's input (or without subwords)"),
-    ):
-        if stats.get(key):
-            typer.echo(f"{what} ({len(stats[key]):,}): {short_list(stats[key])} (all in meta.json)")
-    not_filled = stats["fill"].get("not_filled")
-    if not_filled:
-        typer.echo(
-            f"not filled, too long for the model's input alone (or without subwords) "
-            f"({len(not_filled):,}): {short_list(not_filled)} (all in meta.json)"
-        )
-    skipped = stats["vocabulary"]
-    if skipped.get("duplicates") or skipped.get("blank_lines"):
-        typer.echo(
-            f"vocabulary: {skipped['duplicates']:,} duplicate entries and "
-            f"{skipped['blank_lines']:,} blank lines skipped"
-        )
-    left_out = skipped.get("left_out")
-    if left_out:
-        typer.echo(
-            f"left out of the vocabulary, as an export would spell them as a more frequent word "
-            f"({len(left_out):,}): {short_list(left_out)} (all in meta.json)"
-        )
+    for note in entry_notes(stats, "meta.json"):
+        typer.echo(note)
     typer.echo(f"wrote {out}")
 
 
-def _warn(stats: dict) -> None:
+def _warn(meta: dict, corpus: list[Path]) -> None:
     """What the user should know even with --quiet: printed to stderr."""
-    for warning in _warnings(stats):
+    stats = meta["stats"]
+    texts = Corpus(corpus, meta["config"]["text_field"])
+    language = language_warning(stats, meta["config"], texts, as_flag)
+    for warning in input_warnings(stats, as_flag) + ([language] if language else []):
         typer.echo(f"warning: {warning}", err=True)
-
-
-def _warnings(stats: dict) -> list[str]:
-    """Input that was skipped or repaired, and a mapped fill that its own check finds worse."""
-    warnings = []
-    if stats["bad_bytes"]:
-        warnings.append(f"{stats['bad_bytes']:,} invalid UTF-8 bytes replaced")
-    if stats["batches_recomputed_float32"]:
-        warnings.append(
-            f"{stats['batches_recomputed_float32']:,} batches overflowed to NaN/Inf in "
-            "half precision and were run again in float32 (--dtype float32 avoids the retries)"
-        )
-    binary = stats["binary_files_skipped"]
-    if binary:
-        warnings.append(f"{len(binary):,} binary files (NUL bytes) skipped: {short_list(binary, 3)}")
-    check = stats["fill"].get("held_out")
-    if check and check["mapped_cosine"] < check["decontextualized_cosine"]:
-        warnings.append(
-            "on its held-out check the mapped fill is further from the seen entries' context "
-            f"averages than decontextualized ({check['entries']:,} entries, mean cosine "
-            f"{check['mapped_cosine']:.3f} against {check['decontextualized_cosine']:.3f}): "
-            "--fill-unseen decontextualized may suit this run better"
-        )
-    return warnings

@@ -11,8 +11,20 @@ from roberta_static.errors import ConfigError, Interrupted
 from roberta_static.finetune.config import BATCH_SIZE, MINIMUMS, FinetuneConfig
 from roberta_static.finetune.run import FINETUNE_FILE, RUN_DIR, saved_config
 from roberta_static.stopping import StopNow, StopRequest
+from roberta_static.text.corpus import check_readable
+from roberta_static.text.files import find_corpus_files
+from roberta_static.text.languages import check_language, check_pipeline
 
-from ._util import Flag, Opt, flag, one_line_errors, require_inputs, stop_on_signals, typed_by_user
+from ._util import (
+    Flag,
+    Opt,
+    command_line_checks,
+    flag,
+    one_line_errors,
+    require_inputs,
+    stop_on_signals,
+    typed_by_user,
+)
 from .options import (
     ALLOW_PICKLE,
     CORPUS,
@@ -67,20 +79,28 @@ def finetune_command(
     # fmt: on
     """Continue masked-LM training of a model on your corpus; distill from the result."""
     with one_line_errors():
+        with command_line_checks():
+            if resume is not None:
+                _check_no_new_options(ctx, resume, out)
+            else:
+                require_inputs("finetune", {"CORPUS": corpus, "--model": model, "--out": out}, "--resume OUT")
+                config = FinetuneConfig(
+                    model=model, max_length=max_length, mlm_probability=mlm_probability,
+                    whole_word_mask=whole_word_mask, epochs=epochs, max_steps=max_steps,
+                    learning_rate=learning_rate, batch_size=batch_size, batch_tokens=batch_tokens,
+                    warmup_ratio=warmup_ratio, seed=seed, device=device, dtype=dtype.value,
+                    eval_fraction=eval_fraction, save_every=save_every, lang=lang,
+                    spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
+                    trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
+                )
+                if spacy_model is None:
+                    check_language(lang)
         if resume is not None:
-            _check_no_new_options(ctx, resume, out)
             out, config = resume, saved_config(resume)
-        else:
-            require_inputs("finetune", {"CORPUS": corpus, "--model": model, "--out": out}, "--resume OUT")
-            config = FinetuneConfig(
-                model=model, max_length=max_length, mlm_probability=mlm_probability,
-                whole_word_mask=whole_word_mask, epochs=epochs, max_steps=max_steps,
-                learning_rate=learning_rate, batch_size=batch_size, batch_tokens=batch_tokens,
-                warmup_ratio=warmup_ratio, seed=seed, device=device, dtype=dtype.value,
-                eval_fraction=eval_fraction, save_every=save_every, lang=lang,
-                spacy_model=spacy_model, text_field=text_field, init_mlm_head=init_mlm_head,
-                trust_remote_code=trust_remote_code, allow_pickle=allow_pickle,
-            )
+        # The input, before torch, transformers or spaCy load.
+        check_readable(find_corpus_files(corpus).files)
+        if config.spacy_model is not None:
+            check_pipeline(config.spacy_model)
         from roberta_static.atomic import output_lock
         from roberta_static.finetune.run import finetune
 

@@ -11,7 +11,7 @@ from roberta_static.config import _CHOICES, MINIMUMS, DistillConfig, parse_worke
 from roberta_static.errors import ConfigError
 from roberta_static.vectors import postprocess
 
-from ._util import Arg, Flag, Opt, choices
+from ._util import Arg, Flag, Opt, choices, command_line_checks
 
 Pool = choices("Pool", _CHOICES["pool"])
 Combine = choices("Combine", _CHOICES["combine"])
@@ -77,5 +77,9 @@ DATASETS = Opt(["simlex999", "wordsim353"], "--dataset", "-d", help="Word-pair d
 
 
 def make_config(**options: Any) -> DistillConfig:
-    """Build the config from command options, reading enum choices as their values."""
-    return DistillConfig(**{k: getattr(v, "value", v) for k, v in options.items()})
+    """Build the config from command options, reading enum choices as their values.
+
+    A value it refuses is a usage error (see :func:`command_line_checks`).
+    """
+    with command_line_checks():
+        return DistillConfig(**{k: getattr(v, "value", v) for k, v in options.items()})

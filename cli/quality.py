@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from ._util import Arg, Flag, Opt, one_line_errors
+from ._util import Arg, Flag, Opt, command_line_checks, one_line_errors
 from .options import (
     ALLOW_PICKLE,
     ALLOW_PICKLED_VECTORS,
@@ -245,9 +245,10 @@ def postprocess_command(
         from roberta_static.vectors.postprocess import PostProcessing, postprocess
         from roberta_static.vectors.static import StaticVectors
 
-        steps = PostProcessing(center, remove_top_pcs, pca, normalize)
-        if steps.is_identity:
-            raise ConfigError("postprocess: choose at least one of --center, --remove-top-pcs, --pca, --normalize")
+        with command_line_checks():
+            steps = PostProcessing(center, remove_top_pcs, pca, normalize)
+            if steps.is_identity:
+                raise ConfigError("postprocess: choose at least one of --center, --remove-top-pcs, --pca, --normalize")
         check_not_source(out, source)
         with output_lock(out):
             vectors = StaticVectors.load(source, allow_pickle=allow_pickle)

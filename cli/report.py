@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ._util import Flag, Opt, one_line_errors
+from ._util import Flag, Opt, command_line_checks, one_line_errors
 from .options import TRUST_REMOTE_CODE, VECTORS_IN
 from .quality import warn_coverage
 
@@ -40,7 +40,8 @@ def report_command(
 
         given = [name for name, value in (("--sentence", sentence), ("--word", word), ("--model", model)) if value]
         if given and len(given) < 3:
-            raise ConfigError(f"the layer view needs --sentence, --word and --model; got only {', '.join(given)}")
+            with command_line_checks():
+                raise ConfigError(f"the layer view needs --sentence, --word and --model; got only {', '.join(given)}")
         # Every input is checked before the slow parts: the map (UMAP), the model, the page (plotly).
         check_report_file(out, overwrite)
         require_page_extra()

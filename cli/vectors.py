@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from ._util import Arg, Flag, Opt, one_line_errors
+from ._util import Arg, Flag, Opt, command_line_checks, one_line_errors
 from .options import ALLOW_PICKLED_VECTORS, OVERWRITE, SIF_COEFFICIENT, VECTORS_IN
 
 
@@ -21,9 +21,12 @@ def export_command(
     # fmt: on
     """Write exports into a vectors folder: gensim files, model2vec and sentence-transformers folders."""
     with one_line_errors():
-        from roberta_static.formats.exports import export, parse_formats
+        from roberta_static.formats.exports import check_options, export, parse_formats
 
-        for path in export(vectors, parse_formats(formats), overwrite, sif_coefficient):
+        with command_line_checks():
+            chosen = parse_formats(formats)
+            check_options(chosen, sif_coefficient)
+        for path in export(vectors, chosen, overwrite, sif_coefficient):
             typer.echo(f"wrote {path}")
 
 

@@ -10,9 +10,11 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 
 from .config import DistillConfig, parse_layers
+from .debug import debugging, show_log
 from .errors import (
     ConfigError,
     CorpusError,
@@ -20,6 +22,7 @@ from .errors import (
     ModelLoadError,
     OutputError,
     RobertaStaticError,
+    RobertaStaticWarning,
     VectorsError,
     VocabError,
 )
@@ -36,6 +39,11 @@ if not os.path.isdir(os.path.join(__path__[0], "spacy_plugin")) and all(
     os.path.isfile(os.path.join(_checkout, sub, "__init__.py")) for sub in ("cli", "spacy_plugin")
 ):
     __path__.append(_checkout)
+
+# A library's logger prints nothing until its user configures logging (as gensim's and spaCy's),
+# or asks for it with ROBERTA_STATIC_DEBUG=1.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+show_log(debugging())
 
 
 def __getattr__(name: str) -> object:
@@ -56,6 +64,7 @@ __all__ = [
     "OutputError",
     "Progress",
     "RobertaStaticError",
+    "RobertaStaticWarning",
     "StaticVectors",
     "VectorsError",
     "VocabError",

@@ -6,6 +6,7 @@ objects, so tests and notebooks can pass a model they built.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .config import DistillConfig
+from .debug import tells_all
 from .engine.base import Engine, Job
 from .engine.checkpoint import Checkpoint, check_resume
 from .engine.collector import heap_frozen
@@ -31,9 +33,11 @@ from .model.encoder import Encoder, free_memory, resolve_device
 from .model.loading import load_pretrained, model_fingerprint
 from .model.pooling import Accumulator
 from .model.threads import auto_workers
+from .notices import as_flag, language_hint, texts_again, warn_about_run
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .stopping import Checkpointing
 from .text.corpus import Corpus, TextCorpus, check_readable
+from .text.languages import check_language, check_pipeline
 from .text.segment import load_segmenter
 from .text.vocab import MatchedSentence, Vocabulary, vocabulary_stats
 from .vectors.fill import mapped_fill, require_fittable
@@ -41,7 +45,10 @@ from .vectors.postprocess import postprocess
 from .vectors.static import StaticVectors
 from .version import __version__
 
+logger = logging.getLogger(__name__)
 
+
+@tells_all
 def distill(
     corpus: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     vocab: str | os.PathLike | Iterable[str] | Vocabulary | None = None,
@@ -59,14 +66,23 @@ def distill(
         vocab: A vocabulary file, a list of entries, a :class:`Vocabulary`, or ``None`` to count
             one in the corpus.
         config: Every option of the run.
-        progress: Called now and then with a :class:`Progress`.
+        progress: Called with a :class:`~roberta_static.progress.Plan` once before the pass
+            (the accumulator's size and device), then now and then with a
+            :class:`~roberta_static.progress.Progress` (the stage, ``"count"`` or
+            ``"distill"``, and the bytes, sentences and tokens done), as the command line's
+            progress bar is drawn; it should return quickly.
         checkpointing: Where and how often to save the state (see :class:`Checkpointing`).
         resume_from: A saved state to continue from.
         texts: Instead of ``corpus``: texts in memory, any iterable of strings, read as a stream
             (see :class:`~roberta_static.text.corpus.TextCorpus`; no checkpoints).
 
     Returns:
-        The vectors of every entry found (and of the unseen ones with ``fill_unseen``).
+        The vectors of every entry found (and of the unseen ones with ``fill_unseen``). What
+        the command line's summary says (entries not found, input skipped or repaired) comes
+        as :class:`~roberta_static.errors.RobertaStaticWarning` warnings, and the whole lists
+        are in ``vectors.meta["stats"]``. The ``roberta_static`` logger says what the run is
+        doing; ``ROBERTA_STATIC_DEBUG=1`` prints it, and gives an error its full traceback,
+        a worker process's included (see :mod:`roberta_static.debug`).
 
     Example:
         >>> config = DistillConfig(model="./tiny-model", layers="1-2")  # doctest: +SKIP
@@ -86,7 +102,9 @@ def distill(
         for device in config.devices:  # before the model loads
             resolve_device(device)
     load = partial(load_pretrained, config)
-    return _distill(load, source, vocabulary, config, progress, checkpointing, resume_from)
+    vectors = _distill(load, source, vocabulary, config, progress, checkpointing, resume_from)
+    warn_about_run(vectors.meta, texts_again(source))
+    return vectors
 
 
 def resolve_inputs(
@@ -98,6 +116,10 @@ def resolve_inputs(
     """Open the corpus and read the vocabulary: bad input fails before the model loads."""
     if (corpus is None) == (texts is None):
         raise ConfigError("pass either corpus (file paths) or texts (strings in memory)")
+    if config.spacy_model is None:
+        check_language(config.lang)
+    else:
+        check_pipeline(config.spacy_model)
     if texts is not None:
         source: Corpus | TextCorpus = TextCorpus(texts)
         if vocab is None and not source.reiterable:
@@ -127,6 +149,7 @@ def _vocabulary(
     return vocab
 
 
+@tells_all
 def distill_from_model(
     model: Any,
     tokenizer: Any,
@@ -147,7 +170,9 @@ def distill_from_model(
     def loaded() -> tuple[Any, Any]:
         return model, tokenizer
 
-    return _distill(loaded, corpus, vocab, config, progress, checkpointing, resume_from)
+    vectors = _distill(loaded, corpus, vocab, config, progress, checkpointing, resume_from)
+    warn_about_run(vectors.meta, texts_again(corpus))
+    return vectors
 
 
 def _check_resumable(
@@ -187,7 +212,15 @@ def _distill(
     _check_resumable(corpus, checkpointing, resume_from)
     config = _workers_resolved(config)
     engine = engine_for(config, corpus)
+    logger.info(
+        "%s over %s (workers %s, devices %s)",
+        type(engine).__name__,
+        corpus,
+        config.workers,
+        ", ".join(config.devices),
+    )
     with heap_frozen() as freeze_loaded, engine.start(checkpointing):
+        logger.info("loading the model %s", config.model)
         model, tokenizer = load()
         started = time.perf_counter()
         encoder = Encoder(model, tokenizer, config)
@@ -196,6 +229,7 @@ def _distill(
                 f"{config.pca} exceeds the vectors' width {encoder.output_dim(config.combine)}",
                 field="pca",
             )
+        logger.info("loading the spaCy pipeline %s", config.spacy_model or f"blank:{config.lang}")
         nlp = load_segmenter(config.lang, config.spacy_model)
         freeze_loaded()  # the model and pipeline too, which the pass keeps
         report = progress or (lambda _: None)
@@ -205,6 +239,7 @@ def _distill(
             vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
         job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
         report(_plan(len(vocab), job.dim, encoder))
+        logger.info("the pass: %d entries on %s", len(vocab), encoder.device)
         resumed = resume_from.state if resume_from is not None else None
         state = engine.run(job, resumed, checkpointing, report)
     return _vectors(job, state, started)
@@ -221,6 +256,7 @@ def _counted_vocabulary(
 
     Of words that an export would spell alike, the more frequent is kept.
     """
+    logger.info("counting the vocabulary in %s", corpus)
     counting = _reporting(corpus, "count", report, checkpointing)
     vocab = Vocabulary.from_corpus(nlp, counting, config.case, config.min_count, config.max_vocab)
     if not vocab.entries:
@@ -238,9 +274,10 @@ def _vectors(job: Job, state: PassState, started: float) -> StaticVectors:
     if config.fill_unseen != "none" and not keep.all():
         _fill(job.encoder, vocab, config, means, keep, stats)
     if not keep.any():
+        hint = language_hint(config.lang, config.spacy_model, texts_again(corpus), as_flag)
         raise VocabError(
             f"none of the {len(vocab)} vocabulary entries occurs in the corpus "
-            "(try --fill-unseen decontextualized or check --case)"
+            f"({hint or 'try --fill-unseen decontextualized or check --case'})"
         )
     stats.occurrences_used = int(counts.sum())
     stats.seconds = round(stats.seconds + time.perf_counter() - started, 3)

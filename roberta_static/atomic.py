@@ -236,12 +236,13 @@ def check_not_source(out: Path, source: Path) -> None:
 def write_failed(target: Path, error: OSError) -> OutputError:
     """The one-line error for a failed write (a full disk, say) that left ``target`` as it was.
 
-    It keeps the ``errno`` of ``error``, so a caller can tell a full disk (``ENOSPC``) apart.
+    Call it once the write is undone: a ``target`` still there held something before, and kept
+    it; one that is gone was new, and nothing of it is left. The error keeps the ``errno`` of
+    ``error``, so a caller can tell a full disk (``ENOSPC``) apart.
     """
     reason = error.strerror or str(error) or type(error).__name__
-    failed = OutputError(
-        f"{target}: writing failed ({reason}); its previous contents are unchanged"
-    )
+    left = "its previous contents are unchanged" if target.exists() else "nothing was left behind"
+    failed = OutputError(f"{target}: writing failed ({reason}); {left}")
     failed.errno = error.errno
     return failed
 

@@ -10,7 +10,17 @@ from collections.abc import Mapping, Sequence
 
 
 class RobertaStaticError(Exception):
-    """Base class of all errors raised for bad input or configuration."""
+    """Base class of all errors raised for bad input or configuration.
+
+    Attributes:
+        remote_traceback: For an error raised in a worker process or a Ray task, the traceback
+            there, as text (tracebacks do not cross processes; this attribute does, pickled with
+            the error). ``None`` for an error of this process. With debugging on (see
+            :mod:`roberta_static.debug`) it is shown as the error's cause.
+
+    """
+
+    remote_traceback: str | None = None
 
 
 class ConfigError(RobertaStaticError, ValueError):
@@ -79,6 +89,13 @@ class WorkerError(RobertaStaticError, RuntimeError):
 
 class Interrupted(RobertaStaticError):
     """The run was asked to stop; a checkpoint was written to resume from."""
+
+
+class RobertaStaticWarning(UserWarning):
+    """What a finished run tells its user in Python: entries not found, input skipped.
+
+    Filter it like any warning: ``warnings.simplefilter("ignore", RobertaStaticWarning)``.
+    """
 
 
 class KeyNotFoundError(RobertaStaticError, KeyError):

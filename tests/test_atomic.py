@@ -144,6 +144,18 @@ def test_a_failed_swap_keeps_the_previous_output_and_leaves_no_debris(
     assert snapshot(tmp_path) == before
 
 
+def test_a_full_disk_says_what_it_left_a_new_folder_and_an_earlier_one(tmp_path, monkeypatch):
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    new, earlier = tmp_path / "new" / "out", tmp_path / "out"
+    VECTORS.save(earlier)
+    monkeypatch.setattr(np, "save", no_space)
+    failed = "writing failed (No space left on device);"
+    assert refusal(tmp_path, new) == f"{new}: {failed} nothing was left behind"
+    assert refusal(tmp_path, earlier) == f"{earlier}: {failed} its previous contents are unchanged"
+
+
 HOLD = """
 import sys
 from roberta_static.atomic import output_lock

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import inspect
+import lzma
 import re
 import subprocess
 import sys
@@ -172,25 +175,69 @@ def _probe(*args) -> subprocess.CompletedProcess:
     )
 
 
-def test_inputs_that_need_no_model_are_refused_before_torch_transformers_or_spacy_load(
-    corpus_file, tmp_path
-):
-    fake = tmp_path / "fake.txt.gz"
-    fake.write_text("plain text, not gzip\n")
-    out = tmp_path / "out"
-    cases = {
-        "not valid gzip data": [fake, "--model", "m", "--out", out],
-        "./no/such/model: no such model folder": [corpus_file, "-m", "./no/such/model", "-o", out],
-        "error: --ray-address and --encoders apply only with --engine ray": [
-            *(corpus_file, "-m", "m", "-o", out, "--ray-address", "auto", "--encoders", "2"),
-        ],
+def early_errors(tmp: Path, corpus: Path, out: Path) -> dict[str, tuple[list, int, str]]:
+    """Input errors that need no model: the command, its exit status and the message."""
+    whole = gzip.compress(b"plain text\n" * 2000)
+    files = {
+        "fake.txt.gz": b"plain text, not gzip\n",
+        "cut.txt.gz": whole[: len(whole) // 2],
+        "cut.txt.bz2": bz2.compress(b"plain text\n" * 2000)[:-60],
+        "cut.txt.xz": lzma.compress(b"plain text\n" * 2000)[:-60],
+        "data.bin": b"\x00\x01binary\x00",
+        "binary_vocab.txt": b"cat\n\x00dog\n",
+        "tab_vocab.txt": b"cat\tdog\n",
+        "blank_vocab.txt": b"\n \n",
     }
-    for message, args in cases.items():
-        result = _probe("distill", *args)
-        assert result.returncode != 0
-        assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
-        assert result.stdout.strip() == "[]", message
-        assert not out.exists()
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    distill = ["distill", "-m", "m", "-o", out]
+    finetune = ["finetune", "-m", "m", "-o", out]
+    vocab = [*distill, corpus, "--vocab"]
+    return {
+        "not gzip": ([*distill, tmp / "fake.txt.gz"], 1, "fake.txt.gz: not valid gzip data"),
+        "cut gzip": ([*distill, tmp / "cut.txt.gz"], 1, "cut.txt.gz: truncated gzip file"),
+        "cut bzip2": ([*distill, tmp / "cut.txt.bz2"], 1, "cut.txt.bz2: truncated bzip2 file"),
+        "cut xz": ([*distill, tmp / "cut.txt.xz"], 1, "cut.txt.xz: truncated xz file"),
+        "binary corpus": ([*distill, tmp / "data.bin"], 1, "data.bin: skipped as binary"),
+        "--lang": ([*distill, corpus, "--lang", "klingon"], 2, "--lang: spaCy has no language"),
+        "--spacy-model": (
+            [*distill, corpus, "--spacy-model", "xx_no_such"],
+            1,
+            "--spacy-model: no installed spaCy pipeline or folder named 'xx_no_such'",
+        ),
+        "no vocabulary": ([*vocab, tmp / "nope.txt"], 1, "nope.txt: vocabulary file not found"),
+        "binary vocabulary": ([*vocab, tmp / "binary_vocab.txt"], 1, "binary_vocab.txt:2: NUL"),
+        "tab in vocabulary": ([*vocab, tmp / "tab_vocab.txt"], 1, "tab_vocab.txt:1: tab inside"),
+        "empty vocabulary": ([*vocab, tmp / "blank_vocab.txt"], 1, "vocabulary is empty"),
+        "no model": (["distill", corpus, "-m", "./no/such", "-o", out], 1, "no such model"),
+        "ray options": (
+            [*distill, corpus, "--ray-address", "auto", "--encoders", "2"],
+            2,
+            "error: --ray-address and --encoders apply only with --engine ray",
+        ),
+        "finetune cut xz": ([*finetune, tmp / "cut.txt.xz"], 1, "cut.txt.xz: truncated xz file"),
+        "finetune --lang": ([*finetune, corpus, "--lang", "klingon"], 2, "spaCy has no language"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "not gzip", "cut gzip", "cut bzip2", "cut xz", "binary corpus", "--lang", "--spacy-model",
+        "no vocabulary", "binary vocabulary", "tab in vocabulary", "empty vocabulary", "no model",
+        "ray options", "finetune cut xz", "finetune --lang",
+    ],
+)  # fmt: skip
+def test_inputs_that_need_no_model_are_refused_before_torch_transformers_or_spacy_load(
+    case, corpus_file, tmp_path
+):
+    out = tmp_path / "out"
+    args, status, message = early_errors(tmp_path, corpus_file, out)[case]
+    result = _probe(*args)
+    assert result.returncode == status, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert result.stdout.strip() == "[]"  # none of the heavy libraries was imported
+    assert not out.exists()
 
 
 def test_resume_refuses_another_output_folder(corpus_file, tmp_path):
@@ -261,6 +308,96 @@ def test_a_value_after_an_on_off_option_is_named_as_such(value, tmp_path):
         one_error_line(result)
         == f"error: --center takes no value: write --center, not --center {value}"
     )
+    assert result.exit_code == 2
+
+
+def usage_errors(corpus: Path, out: Path) -> dict[str, tuple[list, str]]:
+    """Command lines wrong in themselves (no file or model needs reading to tell), each message."""
+    distill = ["distill", corpus, "-m", "m", "-o", out]
+    return {
+        "on/off option given a value": (
+            [*distill, "--center", "yes"],
+            "error: --center takes no value: write --center, not --center yes",
+        ),
+        "finetune batch size and budget": (
+            [
+                "finetune",
+                corpus,
+                "-m",
+                "m",
+                "-o",
+                out,
+                "--batch-size",
+                "4",
+                "--batch-tokens",
+                "4096",
+            ],
+            "error: --batch-tokens: cannot be combined with a batch size",
+        ),
+        "finetune options with --resume": (
+            ["finetune", corpus, "--resume", out, "--epochs", "2"],
+            "error: --epochs with --resume: a resumed run keeps the options it started with",
+        ),
+        "layers": ([*distill, "--layers", "3-1"], "error: --layers: range '3-1' must go upwards"),
+        "formats": ([*distill, "--formats", "kv,glove"], "error: --formats: unknown ['glove']"),
+        "weighting without a weighted format": (
+            [*distill, "--formats", "kv", "--sif-coefficient", "0.001"],
+            "error: --sif-coefficient: weights the model2vec and sentence-transformers exports only",
+        ),
+        "ray options": (
+            [*distill, "--encoders", "2"],
+            "error: --encoders applies only with --engine ray",
+        ),
+        "lang": ([*distill, "--lang", "klingon"], "error: --lang: spaCy has no language 'klingon'"),
+        "an input left out": (
+            ["distill", corpus, "-m", "m"],
+            "error: distill needs CORPUS, --model and --out (or --resume OUT); --out is missing",
+        ),
+        "--out with --resume": (
+            ["distill", "--resume", out, "--out", out.parent / "other"],
+            "error: --out with --resume: a resumed run writes into its own folder",
+        ),
+        "sweep": (
+            ["sweep", corpus, "-m", "m", "-o", out, "--batch-tokens", "100", "--max-length", "200"],
+            "error: --batch-tokens: must hold one sequence of the longest input (200 tokens)",
+        ),
+        "postprocess without a step": (
+            ["postprocess", corpus, out],
+            "error: postprocess: choose at least one of --center",
+        ),
+        "half a layer view": (
+            ["report", corpus, "--out", out / "r.html", "--word", "war"],
+            "error: the layer view needs --sentence, --word and --model; got only --word",
+        ),
+        "export formats": (["export", out, "--formats", "glove"], "error: --formats: unknown"),
+        "empty --out": ([*distill[:-1], ""], "error: --out is empty; give a path"),
+        "empty --out=": (["distill", corpus, "-m", "m", "--out="], "error: --out is empty"),
+        "empty corpus path": (["distill", "", "-m", "m", "-o", out], "error: CORPUS is empty"),
+        "empty --vocab": ([*distill, "--vocab", ""], "error: --vocab is empty; give a path"),
+        "empty postprocess OUT": (["postprocess", corpus, ""], "error: OUT is empty"),
+        "empty --model": (["distill", corpus, "-m", "", "-o", out], "error: --model is empty"),
+        "finetune empty --model": (["finetune", corpus, "-m", "", "-o", out], "error: --model is"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "on/off option given a value", "finetune batch size and budget",
+        "finetune options with --resume", "layers", "formats",
+        "weighting without a weighted format", "ray options", "lang", "an input left out",
+        "--out with --resume", "sweep", "postprocess without a step", "half a layer view",
+        "export formats", "empty --out", "empty --out=", "empty corpus path", "empty --vocab",
+        "empty postprocess OUT", "empty --model", "finetune empty --model",
+    ],
+)  # fmt: skip
+def test_a_malformed_command_line_is_a_usage_error_with_status_2(case, corpus_file, tmp_path):
+    out = tmp_path / "out"
+    args, message = usage_errors(corpus_file, out)[case]
+    result = run(*args)
+    assert result.exit_code == 2
+    assert one_error_line(result).startswith(message)
+    assert not out.exists()
 
 
 @pytest.fixture()
@@ -327,7 +464,8 @@ def test_every_flag_an_error_advises_exists_on_that_command(
 def test_every_flag_named_in_the_source_exists():
     root = Path(__file__).resolve().parents[1]
     other_tools = {"--head"}  # `ray start --head`, which the Ray engine's errors advise
-    every = set().union(*(flags_of(c) for c in COMMANDS)) | {"--help", "--version"} | other_tools
+    group = {name for param in typer.main.get_command(app).params for name in param.opts}
+    every = set().union(*(flags_of(c) for c in COMMANDS)) | group | {"--help"} | other_tools
     for folder in ("roberta_static", "cli", "spacy_plugin"):
         for path in (root / folder).glob("*.py"):
             named = set(FLAG.findall(path.read_text(encoding="utf-8")))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from roberta_static.errors import CorpusError
 from roberta_static.outputs import CSV_FILE, FINETUNE_FILE, PIPELINE_MARK
 from roberta_static.quality.sweep import write_csv
-from roberta_static.text.corpus import Corpus, decode
+from roberta_static.text.corpus import Corpus, check_readable, decode
 from roberta_static.text.files import OWN_OUTPUT
 from roberta_static.vectors.static import StaticVectors
 
@@ -102,6 +102,38 @@ def test_damaged_compressed_file_is_one_corpus_error_naming_it(tmp_path, case):
         list(Corpus([path]))
     assert str(caught.value).startswith(f"{path}: {message}")
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("case", DAMAGED)
+def test_the_check_before_a_run_finds_each_damaged_file_as_the_run_would(tmp_path, case):
+    # A cut-short file's first block reads well: only its end shows the damage.
+    path, message = write_damaged(tmp_path, case)
+    with pytest.raises(CorpusError) as caught:
+        check_readable([path])
+    assert str(caught.value).startswith(f"{path}: {message}")
+
+
+def test_the_check_before_a_run_says_a_corpus_of_binary_files_was_skipped_as_binary(tmp_path):
+    binary, empty, text = tmp_path / "data.bin", tmp_path / "empty.txt", tmp_path / "a.txt"
+    binary.write_bytes(b"\x00\x01\x02binary\x00")
+    gzipped = tmp_path / "data.bin.gz"
+    gzipped.write_bytes(gzip.compress(b"\x00\x01 binary"))
+    empty.write_bytes(b"")
+    text.write_text("words\n")
+    with pytest.raises(CorpusError) as caught:
+        check_readable([binary])
+    assert str(caught.value) == (
+        f"{binary}: skipped as binary (it holds NUL bytes), so the corpus holds no text"
+    )
+    with pytest.raises(CorpusError) as caught:
+        check_readable([binary, gzipped, empty])
+    assert str(caught.value) == (
+        f"3 corpus files: no text to read (skipped as binary, holding NUL bytes: {binary}, "
+        f"{gzipped}; empty: {empty})"
+    )
+    with pytest.raises(CorpusError, match="corpus holds no text$"):
+        check_readable([empty])
+    check_readable([binary, text])  # the run skips the binary file and reads the other
 
 
 @pytest.mark.parametrize("name", ["text.txt", "text.txt.gz", "docs.jsonl"])

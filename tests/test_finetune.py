@@ -238,7 +238,7 @@ def test_resume_refuses_another_corpus_and_new_options(mlm_dir: Path, corpus: Pa
     result = _cli(str(renamed), "--resume", str(out))  # the same text passes, to the checkpoints
     assert "nothing to resume" in result.output
     result = _cli(str(corpus), "--resume", str(out), "--max-steps", "40", "--seed", "1")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error: the command line alone shows it
     assert result.output.splitlines() == [
         f"error: --max-steps, --seed with --resume: a resumed run keeps the options it started "
         f"with (in {out / '.finetune' / FINETUNE_FILE}); leave them out"
@@ -417,8 +417,8 @@ def test_cli_ranges_are_the_library_ranges(option: str, value: str, accepted: bo
     """A boundary the library refuses is a usage error (status 2), as --help shows it."""
     result = _cli("corpus.txt", "--model", "m", "--out", "out", option, value, "--quiet",
                   "--resume", "nowhere")  # fmt: skip
-    if accepted:  # past Typer: the --resume check comes next
-        assert result.exit_code == 1, result.output
+    if accepted:  # past Typer: the --resume check comes next, a usage error too
+        assert result.exit_code == 2, result.output
         assert option in result.output and "with --resume" in result.output
         FinetuneConfig("m", **{option[2:].replace("-", "_"): float(value)})
     else:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -251,3 +253,30 @@ def test_a_counts_file_the_user_made_is_not_replaced_without_overwrite(folder, f
         export(folder, [fmt])
     assert (folder / "vectors.vocab").read_text() == "my own notes\n"
     assert sorted(path.name for path in folder.iterdir()) == before
+
+
+def test_modules_json_is_followed_only_inside_the_model_folder(folder, tmp_path):
+    export(folder, ["sentence-transformers"])
+    exported = folder / "sentence-transformers"
+    modules = json.loads((exported / "modules.json").read_text())
+    model, outside = tmp_path / "model", tmp_path / "outside"
+    shutil.copytree(exported, model)
+    for module in (model / "0_StaticEmbedding", outside):
+        module.mkdir()
+        for name in ("model.safetensors", "tokenizer.json"):
+            shutil.copy(exported / name, module / name)
+    (model / "linked").symlink_to(outside)
+
+    def pointing_at(path: str) -> None:
+        (model / "modules.json").write_text(json.dumps([{**modules[0], "path": path}]))
+
+    pointing_at("0_StaticEmbedding")
+    assert StaticVectors.load(model).words == StaticVectors.load(exported).words
+    for elsewhere in ("../outside", str(outside), "linked"):
+        pointing_at(elsewhere)
+        with pytest.raises(VectorsError) as caught:
+            StaticVectors.load(model)
+        assert str(caught.value) == (
+            f"{model}: modules.json puts the StaticEmbedding module at {elsewhere!r}, outside "
+            "the model folder; only modules inside it are read"
+        )

@@ -93,7 +93,7 @@ def test_sweep_and_evaluate_commands(roberta_dir, corpus_file, vocab_file, tmp_p
     back = StaticVectors.load(processed)
     np.testing.assert_allclose(np.linalg.norm(back.vectors, axis=1), 1, atol=1e-5)
     nothing = runner.invoke(app, ["postprocess", str(vectors), str(tmp_path / "p2")])
-    assert nothing.exit_code == 1 and "choose at least one" in nothing.output
+    assert nothing.exit_code == 2 and "choose at least one" in nothing.output  # a usage error
 
 
 def test_distill_applies_postprocessing(roberta_dir, corpus_file, vocab_file):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roberta_static.engine.worker import worker_main, worker_process
+from roberta_static.engine.worker import serve, worker_main, worker_process
 
 
 def probe(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
@@ -32,3 +32,16 @@ def probe_exit(setups: Any, tasks: Any, results: Any, torn_down: Path) -> None:
     """A worker process's whole life; ``torn_down`` is created if its interpreter's exit runs."""
     atexit.register(torn_down.touch)
     worker_process(setups, tasks, results, without_torch=True)
+
+
+class FailingProducer:
+    """A producer with a bug: its first chunk fails with a ``ValueError``."""
+
+    def chunks(self, state: Any) -> Any:
+        raise ValueError("a bug in the CPU side")
+        yield
+
+
+def serve_failing(results: Any) -> None:
+    """Serve one task with a :class:`FailingProducer`, as a worker process does."""
+    serve(FailingProducer(), 1, ("encode", 0, None), results.put)  # type: ignore[arg-type]

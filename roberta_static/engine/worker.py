@@ -53,8 +53,14 @@ def serve(
 
 
 def worker_failure(error: BaseException) -> CorpusError:
-    """An unexpected error in the CPU side, as the one-line error the user sees."""
-    return CorpusError(f"worker failed: {type(error).__name__}: {error}")
+    """An unexpected error in the CPU side, as the one-line error the user sees.
+
+    It keeps the traceback of ``error`` here, which ``--debug`` shows (see
+    :mod:`roberta_static.debug`).
+    """
+    from ..debug import keep_traceback
+
+    return keep_traceback(CorpusError(f"worker failed: {type(error).__name__}: {error}"), error)
 
 
 def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:

@@ -360,7 +360,14 @@ def _static_module(folder: Path) -> Path:
             f"{folder}: a sentence-transformers model without a StaticEmbedding module in "
             "modules.json; only static ones can be read"
         )
-    return folder / paths[0]
+    module = folder / str(paths[0])
+    # A model folder comes from anywhere: its modules.json may name no file outside it.
+    if not module.resolve().is_relative_to(folder.resolve()):
+        raise VectorsError(
+            f"{folder}: modules.json puts the StaticEmbedding module at {paths[0]!r}, outside "
+            "the model folder; only modules inside it are read"
+        )
+    return module
 
 
 def _matrix(path: Path) -> np.ndarray:

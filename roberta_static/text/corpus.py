@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import CorpusError
+from ..errors import CorpusError, short_list
+from .compressed import is_whole
 from .files import find_corpus_files
 
 _SAMPLE_BYTES = 65_536  # the part of a file read ahead of a resume (identity)
@@ -75,20 +76,57 @@ def is_compressed(path: Path) -> bool:
 
 
 def check_readable(files: Iterable[Path]) -> None:
-    """Read each file's first byte: a bad header, or a corpus without a byte, fails before a run.
+    """Check corpus files before a run: damaged or cut-short files, or no text, fail at once.
+
+    Only each file's first block is read, and a compressed file's end.
 
     Raises:
-        CorpusError: A file cannot be opened, a ``.gz``/``.bz2``/``.xz`` file is not one, or no
-            file holds a byte.
+        CorpusError: A file cannot be opened; a ``.gz``/``.bz2``/``.xz`` file is not one, or is
+            cut short (see :mod:`.compressed`); or no file holds text: each is empty, or binary
+            (NUL bytes in its first block: a run skips it).
 
     """
     files = list(files)
-    empty = True
-    for path in files:
-        with _read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
-            empty = empty and not stream.read(1)
-    if files and empty:
-        raise CorpusError(f"{corpus_name(files)}: corpus holds no text")
+    found = {path: _first_block(path) for path in files}
+    if not files or "text" in found.values():
+        return
+    binary = [str(path) for path, kind in found.items() if kind == "binary"]
+    if len(files) == 1 and binary:
+        raise CorpusError(
+            f"{files[0]}: skipped as binary (it holds NUL bytes), so the corpus holds no text"
+        )
+    if binary:
+        empty = [str(path) for path, kind in found.items() if kind == "empty"]
+        listed = f"; empty: {short_list(empty, 3)}" if empty else ""
+        raise CorpusError(
+            f"{corpus_name(files)}: no text to read (skipped as binary, holding NUL bytes: "
+            f"{short_list(binary, 3)}{listed})"
+        )
+    raise CorpusError(f"{corpus_name(files)}: corpus holds no text")
+
+
+def _first_block(path: Path) -> str:
+    """``"text"``, ``"empty"`` or ``"binary"``: what a run would find at the start of ``path``.
+
+    Raises:
+        CorpusError: See :func:`check_readable`.
+
+    """
+    with _read_errors(path):
+        stat = path.stat()
+    return _checked_first_block(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_first_block(path: Path, size: int, mtime_ns: int) -> str:
+    """:func:`_first_block`, once per file content (``size`` and ``mtime_ns`` key the cache)."""
+    with _read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
+        binary = _looks_binary(stream, 0)
+        empty = not stream.read(1)
+    if is_compressed(path) and not is_whole(path):
+        kind = _COMPRESSION_NAMES[path.suffix]
+        raise CorpusError(f"{path}: truncated {kind} file (ended before its end marker)")
+    return "binary" if binary else "empty" if empty else "text"
 
 
 def corpus_name(files: list[Path]) -> str:

@@ -13,17 +13,17 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from spacy.attrs import IDX, LENGTH, SENT_START
-from spacy.language import Language
-from spacy.matcher import PhraseMatcher
-from spacy.tokens import Doc
 
 from ..config import Case
 from ..errors import VocabError
 from .corpus import normalize_text
+
+if TYPE_CHECKING:  # spaCy loads with the matcher, not to read a vocabulary file
+    from spacy.language import Language
+    from spacy.tokens import Doc
 
 
 @dataclass
@@ -140,6 +140,8 @@ def _patterns(nlp: Language, entry: str) -> list[Doc]:
 
     Tokenization depends on context: ``"U.S."`` alone is ``["U.S", "."]``, mid-sentence one token.
     """
+    from spacy.tokens import Doc
+
     alone = nlp.make_doc(entry)
     if " " in entry or len(alone) == 1:
         return [alone]
@@ -177,6 +179,10 @@ class VocabMatcher:
     """
 
     def __init__(self, nlp: Language, vocab: Vocabulary) -> None:
+        from spacy.attrs import IDX, LENGTH, SENT_START
+        from spacy.matcher import PhraseMatcher
+
+        self._columns = [IDX, LENGTH, SENT_START]
         self._matcher = PhraseMatcher(nlp.vocab, attr="LOWER" if vocab.case == "lower" else "ORTH")
         self._entry_of_key: dict[int, int] = {}
         for entry_id, entry in enumerate(vocab.entries):
@@ -192,7 +198,7 @@ class VocabMatcher:
         if not len(doc):
             return
         # Token attributes as one array: Span and Token objects cost more than the matching.
-        columns = doc.to_array([IDX, LENGTH, SENT_START])
+        columns = doc.to_array(self._columns)
         token_starts = columns[:, 0].tolist()
         token_ends = (columns[:, 0] + columns[:, 1]).tolist()
         columns[0, 2] = 1

@@ -96,9 +96,13 @@ def produce_shard(
 
 @contextmanager
 def _one_line_errors() -> Iterator[None]:
+    """A task's errors as one line, each keeping the traceback in the task (see ``--debug``)."""
+    from ...debug import keep_traceback
+
     try:
         yield
-    except RobertaStaticError:
+    except RobertaStaticError as error:
+        keep_traceback(error, error)
         raise
     except Exception as error:  # noqa: BLE001 (reaches the user as one line)
         raise worker_failure(error) from None
