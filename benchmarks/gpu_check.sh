@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 25's GPU measurements in one call of the device tool, in about 5 minutes of the 15 a
-# session is lent (see THROUGHPUT.md, "GPU: what is built, and what is not measured").
+# session is lent (see docs/benchmarks/throughput.md, "On a GPU").
 #
 # Here first: `bash benchmarks/gpu_pack.sh` (spaCy and gensim for the machine, .gpu/). Then the
 # device tool's run, with carry [".gpu"], timeout_s 480 and the command

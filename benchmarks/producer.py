@@ -94,7 +94,7 @@ def in_process(
     if profiler:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-        # The stages THROUGHPUT.md reports, cumulative: spaCy's tokenizer and its new lexemes,
+        # The stages docs/benchmarks/throughput.md reports, cumulative: spaCy's tokenizer and its new lexemes,
         # the sentencizer, the matcher, subword encoding and tokenizers' own part of it.
         stages = "_tokenize_affixes|_new_lexeme|sentencizer|_set_starts|vocab.py.*__call__|"
         stages += r"batching.py.*\(encode\)|encode_batch"

@@ -144,7 +144,7 @@ class DistillConfig:
         model: Hugging Face hub id, local directory or short name (``minilm``) of the encoder.
         layers: Hidden layers to pool (0 is the embedding output, negatives count from the top),
             or ``"all"``. The default, all layers, was chosen by a measured sweep
-            (``benchmarks/QUALITY.md``).
+            (``docs/benchmarks/quality.md``).
         combine: How the chosen layers are combined: ``mean``, ``sum`` or ``concat``.
         pool: How an occurrence's subwords are pooled: ``mean``, ``first``, ``last``, ``max``.
         max_contexts: Occurrences used per entry, in corpus order (0 = all).

@@ -85,7 +85,7 @@ def hub_cache_only(repo_id: str) -> bool:
     """Whether ``repo_id`` must be read from the local Hugging Face cache: the hub is out of reach.
 
     Offline means ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set, or a quick probe of the
-    hub's address fails; the hub client would otherwise retry each file for about half a minute.
+    hub's address fails; the hub client would otherwise retry each file, again and again.
 
     Raises:
         ModelLoadError: Offline, and the model is not in the cache.

@@ -1,7 +1,7 @@
 """Thread budgets: the CPU side and torch's intra-op threads share the cores without fighting.
 
 torch's intra-op pool spins while it waits; when it and the producer want more cores than there
-are, both crawl (on 2 cores a tiny ``linear`` took 11 ms). So a pass gives torch only the cores
+are, both crawl. So a pass gives torch only the cores
 its CPU side leaves free, and one thread when the model runs on a GPU. Worker processes keep
 their cores busy; the serial pass's producer thread mostly waits one chunk ahead, so there torch
 keeps every core (the cost: a tiny encoder, whose batches take less time than producing them,
@@ -26,9 +26,8 @@ def auto_workers(device_type: str) -> int:
     """Worker processes for ``workers="auto"``: the spare cores beside a CUDA encoder, else 1.
 
     A GPU encoder needs one core (its thread in the main process); every other core can feed
-    it. On a CPU the model needs every core, and one process is faster (MiniLM on 2 cores:
-    ``--workers 2`` took 1.85x as long, see THROUGHPUT.md); MPS is not measured, so it stays
-    with one process too.
+    it. On a CPU the model needs every core, and one process is faster (see "Engines on a CPU"
+    in docs/benchmarks/throughput.md); MPS is not measured, so it stays with one process too.
     """
     return max(1, usable_cores() - 1) if device_type == "cuda" else 1
 

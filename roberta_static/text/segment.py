@@ -21,7 +21,7 @@ LEXEME_ATTRS = (LOWER, NORM, IS_PUNCT, IS_SPACE)
 """What this package reads of a word: matching (``LOWER``), sentencizer and vocabulary counts."""
 SENTENCIZER = "roberta_static_sentencizer"
 TOKENIZER_CACHE_CHUNKS = 1_000_000
-"""Distinct chunks the tokenizer remembers: about 250 MB when full (benchmarks/tokenizer_cache.py).
+"""Distinct chunks the tokenizer remembers (benchmarks/experiments/tokenizer_cache.py: its memory).
 
 spaCy 3.7 has no bound."""
 
@@ -51,7 +51,7 @@ def load_segmenter(lang: str = "en", spacy_model: str | None = None) -> Language
         except (ImportError, KeyError) as error:
             raise ConfigError(f"spaCy has no language {lang!r} ({error})", field="lang") from None
         # spaCy computes some twenty attributes, in Python, for every word it sees the first
-        # time (see the profile in benchmarks/THROUGHPUT.md).
+        # time (see the profile in docs/benchmarks/throughput.md).
         getters = nlp.vocab.lex_attr_getters
         nlp.vocab.lex_attr_getters = {a: getters[a] for a in LEXEME_ATTRS if a in getters}
     else:
@@ -75,7 +75,7 @@ class BatchSentencizer(Sentencizer):
 
     The same boundaries as :class:`spacy.pipeline.Sentencizer`: a sentence starts at a token that
     is neither punctuation nor one of ``punct_chars`` after such a sentence-final character.
-    spaCy's version walks Token objects (see the profile in benchmarks/THROUGHPUT.md).
+    spaCy's version walks Token objects (see the profile in docs/benchmarks/throughput.md).
     """
 
     def __call__(self, doc: Doc) -> Doc:

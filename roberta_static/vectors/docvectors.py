@@ -25,9 +25,9 @@ from .sif import check_sif_coefficient, sif_weights
 DocVector = Literal["mean", "weighted"]
 """A spaCy ``doc.vector``: spaCy's mean of the token vectors, or this module's weighted one."""
 DOC_VECTORS: tuple[str, ...] = get_args(DocVector)
-# The spaCy component's defaults. "weighted" scores 0.626 on the Lee benchmark through
-# doc.similarity, spaCy's mean 0.462; 4 and 1e-3 are the benchmark's best export options
-# (README, "Document similarity" and "Use in spaCy").
+# The spaCy component's defaults: "weighted" scores well above spaCy's mean on the Lee benchmark
+# through doc.similarity, and 4 and 1e-3 are that benchmark's best export options
+# (docs/benchmarks/documents.md).
 DEFAULT_DOC_VECTOR: DocVector = "weighted"
 REMOVE_TOP_PCS = 4
 SIF_COEFFICIENT = 1e-3
@@ -67,7 +67,7 @@ class DocWeighting:
         Args:
             vectors: The vocabulary's plain vectors and counts.
             remove_top_pcs: Principal components to remove, as ``--remove-top-pcs`` (the Lee
-                benchmark's best is 4, all-but-the-top's dimension / 100 for 384 dimensions).
+                benchmark's choice is 4, all-but-the-top's dimension / 100 for 384 dimensions).
             sif_coefficient: ``a`` of the SIF weights, as ``--sif-coefficient`` (the SIF
                 paper's usual 1e-3).
 

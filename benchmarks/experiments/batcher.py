@@ -8,7 +8,7 @@ waiting. The batcher runs in the encoder's process for every chunk, so its cost 
 the pass's. Then the same inputs in chunks of 512, as worker processes hand over a shard's
 (smaller) chunks: their batches should be about as full.
 
-Usage: python benchmarks/batcher.py
+Usage: python benchmarks/experiments/batcher.py
 """
 
 from __future__ import annotations

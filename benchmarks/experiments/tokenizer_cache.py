@@ -5,7 +5,7 @@ Tokenizes ``--words`` distinct random words (4-12 letters, some with a trailing 
 the bounds is what the cache itself costs; the rest is the vocabulary's new lexemes and strings,
 which every bound pays.
 
-Usage: python benchmarks/tokenizer_cache.py [--words 200000]
+Usage: python benchmarks/experiments/tokenizer_cache.py [--words 200000]
 """
 
 from __future__ import annotations

@@ -4,18 +4,21 @@
 WordSim-353 vocabulary, the offline all-MiniLM-L6-v2, default options; each setting in turn in
 this process. Shows what the serial pass's thread budget costs a real encoder.
 
-Usage: python benchmarks/torch_threads.py [--lines 300]
+Usage: python benchmarks/experiments/torch_threads.py [--lines 300]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from throughput import default_model, vocabulary_words, write_corpus
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmarks it builds on
+from throughput import default_model, vocabulary_words, write_corpus  # noqa: E402
 
 from roberta_static import DistillConfig, distill
 from roberta_static.text.vocab import Vocabulary

@@ -17,16 +17,20 @@ Same corpus, vocabulary, encoder and held-out split as ``fill_variants.py``:
   between ``c`` and ``m`` is fitted as ``T + S / n`` over the seen entries, and ``k = S / T``.
   This changes seen entries, so its seen-only scores are printed too.
 
-Usage: python benchmarks/fill_corpus.py [--model PATH]
+Usage: python benchmarks/experiments/fill_corpus.py [--model PATH]
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
-from fill_variants import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmarks it builds on
+from fill_variants import (  # noqa: E402
     average_in,
     distill_text,
     pair_cosines,
@@ -34,9 +38,9 @@ from fill_variants import (
     start_benchmark,
     unit_rows,
 )
-from gensim_corpus import lee_documents, wiki_paragraphs
-from quality import DATASETS
-from spacy.language import Language
+from gensim_corpus import lee_documents, wiki_paragraphs  # noqa: E402
+from quality import DATASETS  # noqa: E402
+from spacy.language import Language  # noqa: E402
 
 from roberta_static import DistillConfig, StaticVectors
 from roberta_static.api import decontextualized
