@@ -72,7 +72,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from throughput import (
     check_files,
     default_model,
@@ -173,14 +172,12 @@ def run_producer(task: dict[str, Any]) -> dict[str, Any]:
 def run_handover(task: dict[str, Any]) -> dict[str, Any]:
     """The hand-over in this process: the producer's chunks over the corpus, pickled and read
     back as a worker sends them (packed arrays), and as per-sentence arrays (what it was)."""
-    from producer import build_producer
-
-    from roberta_static.engine.sharding import whole_corpus
+    from producer import build_producer, whole_task
 
     words = Path(task["vocab"]).read_text().splitlines()
     producer = build_producer([task["corpus"]], words, task["model"], task["max_contexts"])
     start = time.perf_counter()
-    chunks = list(producer.chunks(whole_corpus(producer.corpus, len(words), producer.config)))
+    chunks = list(producer.chunks(whole_task(producer, len(words))))
     found = {"producer": time.perf_counter() - start}
     for label, items in (("packed", chunks), ("per sentence", [c.inputs for c in chunks])):
         start = time.perf_counter()
@@ -266,7 +263,7 @@ def pass_figures(
 
 
 class ReplayedFeed:
-    """A :class:`~roberta_static.engine.feeding.Feeder` handing over a shard's messages as worker
+    """A :class:`~roberta_static.engine.base.Feeder` handing over a shard's messages as worker
     processes would: ``workers`` shards at a time, a message of each in turn, each unpickled as
     it is received (what the encoder's process pays for a worker's message).
 
@@ -279,16 +276,18 @@ class ReplayedFeed:
             shard: [pickle.dumps(message, pickle.HIGHEST_PROTOCOL) for message in shard_messages]
             for shard, shard_messages in messages.items()
         }
-        self.workers = workers
+        self.capacity = workers
         self.queued: list[int] = []
         self.reading: list[list[bytes]] = []
 
-    def submit(self, task: tuple[str, int, Any]) -> None:
-        self.queued.append(task[1])
+    def submit(self, task: Any) -> None:
+        self.queued.append(task.shard)
 
-    def receive(self, stop: Any) -> tuple[str, int, Any] | None:
-        while self.queued and len(self.reading) < self.workers:
+    def receive(self, timeout: float) -> Any:
+        while self.queued and len(self.reading) < self.capacity:
             self.reading.append(list(self._pickled[self.queued.pop(0)]))
+        if not self.reading:
+            return None
         shard = self.reading.pop(0)
         message = pickle.loads(shard.pop(0))
         if shard:
@@ -321,9 +320,10 @@ def run_encoder_side(task: dict[str, Any]) -> dict[str, Any]:
     from roberta_static import DistillConfig
     from roberta_static.engine.base import Job
     from roberta_static.engine.collector import heap_frozen
-    from roberta_static.engine.feeding import FedPass
-    from roberta_static.engine.sharding import fresh_shards
-    from roberta_static.engine.state import PassState
+    from roberta_static.engine.encoders import EncoderThreads
+    from roberta_static.engine.loop import PassLoop
+    from roberta_static.engine.messages import CountShard, EncodeShard
+    from roberta_static.engine.schedule import fresh_state
     from roberta_static.model.encoder import MAX_GPU_BATCH_TOKENS, Encoder
     from roberta_static.model.loading import load_pretrained
     from roberta_static.text.corpus import Corpus
@@ -345,26 +345,32 @@ def run_encoder_side(task: dict[str, Any]) -> dict[str, Any]:
     job = Job(model, tokenizer, encoder, load_segmenter(config.lang), corpus, vocab, config)
     producer = job.producer()
 
-    def count(shards: list[Any]) -> Any:  # the quotas of max_contexts, as workers count them
-        return np.stack([producer.count(shard, len(vocab)) for shard in shards])
-
-    shards = fresh_shards(corpus, len(vocab), config, count)
+    # Every shard counted first (the quotas of max_contexts), so the replay answers no count.
+    state = fresh_state(corpus, len(vocab), job.dim, config, sharded=True)
+    for index, shard in enumerate(state.shards[:-1] if state.quotas is not None else []):
+        state.quotas.add(producer.count(CountShard(index, shard.shard)).counts)
     messages = {
-        index: [("chunk", index, chunk) for chunk in producer.chunks(shard.snapshot())]
-        for index, shard in enumerate(shards)
+        index: list(producer.chunks(EncodeShard(index, shard, _allowance(state, index))))
+        for index, shard in enumerate(state.shards)
     }
     feed = ReplayedFeed(messages, task["workers"])
     collections = FullCollections()
     gc.callbacks.append(collections)
-    fed = FedPass(job, [encoder], feed, lambda _: None, job.saver(None, None))
+    pool = EncoderThreads([encoder], len(vocab), job.dim, config)
+    loop = PassLoop(job, feed, pool, job.saver(None, None), lambda _: None)
     with heap_frozen():  # as distill runs its pass: the loaded heap, and here the chunks in it
         start, cpu = time.perf_counter(), cpu_seconds()
-        stats = fed.run(PassState.empty(job.dim, shards)).stats
+        stats = loop.run(state).stats
         wall = time.perf_counter() - start
+    pool.close()
     gc.callbacks.remove(collections)
     first = (device.first or start + wall) - start
     counters = {**asdict(stats), "seconds": wall}  # the pass alone: no model load, no fill
     return pass_figures(wall, first, (cpu_seconds() - cpu) / wall, collections, counters)
+
+
+def _allowance(state: Any, shard: int) -> Any:
+    return state.quotas.allowance(shard) if state.quotas is not None else None
 
 
 def busy_seconds() -> float:

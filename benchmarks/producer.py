@@ -31,12 +31,15 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import numpy as np  # noqa: E402
 from throughput import corpus_lines, default_model, vocabulary_words  # noqa: E402
 
 from roberta_static import DistillConfig
+from roberta_static.engine.messages import EncodeShard
 from roberta_static.engine.producer import Producer
-from roberta_static.engine.sharding import whole_corpus
+from roberta_static.engine.schedule import whole_corpus
 from roberta_static.engine.state import ShardState
+from roberta_static.model.batches import make_batches
 from roberta_static.text.corpus import Corpus
 from roberta_static.text.segment import load_segmenter
 from roberta_static.text.shards import Shard, plan_shards
@@ -68,11 +71,20 @@ def _init(files: list[str], words: list[str], model: str, loaded: Any) -> None:
 
 def tokens_of(producer: Producer, entries: int, shard: Shard | None = None) -> int:
     """Model tokens of every batch the producer makes over ``shard`` (all the corpus if None)."""
-    state = whole_corpus(producer.corpus, entries, producer.config)
-    if shard is not None:
-        state = ShardState.fresh(shard, state.quota)
-    chunks = producer.chunks(state)
-    return sum(b.real_tokens for chunk in chunks for b in producer.batches(chunk.inputs))
+    chunks = producer.chunks(whole_task(producer, entries, shard))
+    pad = producer.subwords.pad_id
+    return sum(
+        batch.real_tokens
+        for chunk in chunks
+        for batch in make_batches(chunk.inputs, producer.batch_tokens, pad)
+    )
+
+
+def whole_task(producer: Producer, entries: int, shard: Shard | None = None) -> EncodeShard:
+    """The task of reading ``shard`` (all the corpus if None), as a pass in one process does."""
+    limit = producer.config.max_contexts
+    allowance = np.full(entries, limit) if limit else None
+    return EncodeShard(0, ShardState.fresh(shard or whole_corpus(producer.corpus)), allowance)
 
 
 def _shard_tokens(shard: Shard) -> int:

@@ -18,21 +18,18 @@ import numpy as np
 
 from .config import DistillConfig
 from .debug import tells_all
-from .engine.base import Engine, Job
+from .engine.base import Job
 from .engine.checkpoint import Checkpoint, check_resume
+from .engine.choice import check_engine, engine_for, with_workers
 from .engine.collector import heap_frozen
-from .engine.local import LocalEngine
-from .engine.ray.driver import RayEngine, check_cluster
-from .engine.serial import SerialEngine
 from .engine.state import PassState
 from .engine.stats import RunStats
 from .engine.step import add_batch
 from .errors import ConfigError, CorpusError, Interrupted, VocabError
 from .formats.holding import holdable_entries
-from .model.encoder import Encoder, free_memory, resolve_device
+from .model.encoder import Encoder, free_memory
 from .model.loading import load_pretrained, model_fingerprint
 from .model.pooling import Accumulator
-from .model.threads import auto_workers
 from .notices import as_flag, language_hint, texts_again, warn_about_run
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .stopping import Checkpointing
@@ -96,11 +93,7 @@ def distill(
     if resume_from is not None and isinstance(source, Corpus):
         entries = vocabulary.entries if vocabulary is not None else None
         check_resume(resume_from, config, source.files, entries)
-    if config.engine == "ray":
-        check_cluster(config)
-    else:
-        for device in config.devices:  # before the model loads
-            resolve_device(device)
+    check_engine(config)  # before the model loads
     load = partial(load_pretrained, config)
     vectors = _distill(load, source, vocabulary, config, progress, checkpointing, resume_from)
     warn_about_run(vectors.meta, texts_again(source))
@@ -187,13 +180,6 @@ def _check_resumable(
         )
 
 
-def _workers_resolved(config: DistillConfig) -> DistillConfig:
-    """``config`` with ``workers="auto"`` made a count for the first device (local engine)."""
-    if config.workers is None and config.engine == "local":
-        return config.replace(workers=auto_workers(resolve_device(config.devices[0]).type))
-    return config
-
-
 def _distill(
     load: Callable[[], tuple[Any, Any]],
     corpus: Corpus | TextCorpus,
@@ -210,7 +196,7 @@ def _distill(
     kept out of Python's full garbage collections (see :mod:`.engine.collector`).
     """
     _check_resumable(corpus, checkpointing, resume_from)
-    config = _workers_resolved(config)
+    config = with_workers(config)
     engine = engine_for(config, corpus)
     logger.info(
         "%s over %s (workers %s, devices %s)",
@@ -427,21 +413,3 @@ def _metadata(
         "stats": asdict(stats),
         "postprocessing": [],
     }
-
-
-def engine_for(config: DistillConfig, corpus: Corpus | TextCorpus) -> Engine:
-    """The engine ``config`` asks for: Ray, worker processes, or this process alone.
-
-    Texts in memory cannot be cut into shards: they run in this process.
-    """
-    if config.engine == "ray":
-        if not isinstance(corpus, Corpus):
-            raise ConfigError(
-                "the Ray engine reads corpus files; texts in memory need engine='local'",
-                field="engine",
-            )
-        return RayEngine()
-    parallel = (config.workers or 1) > 1 or len(config.devices) > 1
-    if parallel and isinstance(corpus, Corpus):
-        return LocalEngine(config)
-    return SerialEngine()

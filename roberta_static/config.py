@@ -159,7 +159,7 @@ class DistillConfig:
             leaves spare, else 1 (see :func:`~roberta_static.model.threads.auto_workers`). With
             the Ray engine: shard tasks running at once (default: the cluster's CPUs).
         engine: ``local`` runs the pass on this machine; ``ray`` on a Ray cluster (see
-            :mod:`roberta_static.engine.ray.driver`).
+            :mod:`roberta_static.engine.ray.engine`).
         ray_address: The Ray cluster to join (``auto``, ``HOST:PORT``); unset: the one this
             process is connected to, or a new local one.
         encoders: Encoder actors on a Ray cluster (default: one per GPU, or 1 without GPUs).

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
-from roberta_static.engine.feeding import Batcher
+from roberta_static.engine.batcher import Batcher
 from roberta_static.model.batches import EncoderInput, batch_groups, make_batches, padded
 from roberta_static.model.subwords import (
     SubwordEncoder,
@@ -135,7 +135,7 @@ def test_a_padded_batch_holds_each_input_in_its_row_and_marks_the_rest_padding()
 def test_an_input_whose_batch_never_fills_waits_a_bounded_number_of_tokens():
     # A chunk leaves memory only once every input before it is summed: an input of a rare
     # length waiting for the corpus's end would keep the whole corpus.
-    from roberta_static.engine.feeding import HOLD_AGE
+    from roberta_static.engine.batcher import HOLD_AGE
 
     batcher = Batcher(batch_tokens=40, pad_id=0, hold_tokens=100)
     rare = Chunk(3)

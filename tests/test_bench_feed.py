@@ -90,12 +90,15 @@ def test_compile_calls_are_counted_by_phase_and_caller_until_restored(tmp_path, 
 
 
 def test_replayed_messages_come_a_few_shards_at_a_time_in_turn_each_unpickled_anew():
+    from types import SimpleNamespace
+
     messages = {0: [["a0"], ["a1"], ["a2"]], 1: [["b0"]], 2: [["c0"], ["c1"]]}
     replay = feed.ReplayedFeed(messages, 2)
     for shard in (0, 1, 2):
-        replay.submit(("encode", shard, None))
-    received = [replay.receive(None) for _ in range(6)]
+        replay.submit(SimpleNamespace(shard=shard))
+    received = [replay.receive(0.1) for _ in range(6)]
     assert received == [["a0"], ["b0"], ["a1"], ["c0"], ["a2"], ["c1"]]
+    assert replay.receive(0.1) is None
     # Each went through pickling, as a worker's message does: a copy, not the object given.
     assert all(message is not messages[0][0] for message in received)
 

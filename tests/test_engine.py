@@ -16,9 +16,11 @@ from conftest import CORPUS_LINES
 from roberta_static.config import DistillConfig
 from roberta_static.engine.base import Job
 from roberta_static.engine.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from roberta_static.engine.messages import Chunk, CountShard, EncodeShard
+from roberta_static.engine.quotas import EntryCounts, QuotaPlan
+from roberta_static.engine.schedule import fresh_state
 from roberta_static.engine.serial import SerialEngine, ThreadFeeder
-from roberta_static.engine.sharding import whole_corpus
-from roberta_static.engine.state import PassState, ShardState
+from roberta_static.engine.state import PassState, ShardState, shard_bytes
 from roberta_static.engine.stats import RunStats
 from roberta_static.errors import ConfigError, CorpusError
 from roberta_static.model.batches import Batch, EncoderInput
@@ -96,25 +98,32 @@ def test_the_accumulator_sums_per_entry_and_goes_on_from_a_saved_state():
 
 def _shard(number: int) -> ShardState:
     shard = Shard(Position(0, number * 10, 1, 0), Position(0, number * 10 + 10, 1, 0))
-    return ShardState.fresh(shard, np.full(3, 5))
+    return ShardState.fresh(shard)
 
 
-def test_merge_adds_sums_and_counters_and_keeps_the_shards_in_order():
-    first = PassState.of_sums(
-        np.array([[1.0, 1.0], [0, 0], [2, 2]]), np.array([1, 0, 2]), RunStats(tokens=4), [_shard(0)]
+def test_a_state_keeps_the_entries_seen_only_and_knows_which_occur():
+    state = PassState.of_sums(
+        np.array([[1.0, 1.0], [0, 0], [2, 2]]),
+        np.array([1, 0, 2]),
+        RunStats(tokens=4),
+        shards=[replace(_shard(0), taken=EntryCounts.of([3, 3]))],
+        seen=np.array([1]),
     )
-    later = PassState.of_sums(
-        np.array([[0.0, 0], [3, 3], [4, 4]]), np.array([0, 1, 3]), RunStats(tokens=6), [_shard(1)]
-    )
-    assert first.rows.tolist() == [0, 2]  # only the entries seen are kept
-    merged = first.merge(later)
-    sums, counts = merged.dense(3)
-    assert sums.tolist() == [[1, 1], [3, 3], [6, 6]] and counts.tolist() == [1, 1, 5]
-    assert merged.stats.tokens == 10
-    assert [s.shard for s in merged.shards] == [_shard(0).shard, _shard(1).shard]
-    means, _ = merged.means(3)
-    assert means.dtype == np.float32
-    np.testing.assert_allclose(means[2], [1.2, 1.2], rtol=1e-6)
+    assert state.rows.tolist() == [0, 2]  # only the entries seen are kept
+    sums, counts = state.dense(3)
+    assert sums.tolist() == [[1, 1], [0, 0], [2, 2]] and counts.tolist() == [1, 0, 2]
+    means, _ = state.means(3)
+    assert means.dtype == np.float32 and means[2].tolist() == [1, 1]
+    # Occurring: seen in a shard done, or taken in one being read (whether encoded or not).
+    assert state.occurring(5).tolist() == [False, True, False, True, False]
+
+
+def test_entry_counts_add_up_whatever_entries_each_part_holds():
+    a, b = EntryCounts.of([4, 1, 4]), EntryCounts.of([2, 4])
+    both = a + b
+    assert both.entries.tolist() == [1, 2, 4] and both.counts.tolist() == [1, 1, 3]
+    assert both.dense(6).tolist() == [0, 1, 1, 0, 3, 0]
+    assert len(EntryCounts.none() + a) == 2
 
 
 @pytest.fixture()
@@ -130,28 +139,25 @@ def job(roberta_dir, tmp_path) -> Job:
     )
 
 
-def test_the_states_of_shards_merged_in_order_are_the_state_of_one_pass(job):
+@pytest.mark.parametrize("max_contexts", [0, 3])
+def test_a_pass_over_many_shards_is_the_pass_over_the_whole_corpus(job, max_contexts):
+    # One process reads the shards one after another: the pass loop, the quotas and the ledger
+    # of many shards give what one shard gives.
+    job = replace(job, config=job.config.replace(max_contexts=max_contexts))
     entries = len(job.vocab)
     whole = SerialEngine().run(job, None, None, lambda _: None)
+    sharded = fresh_state(job.corpus, entries, job.dim, job.config, sharded=True)
     shards = plan_shards(job.corpus.files, shard_bytes=1_000)
     assert len(shards) > 2
-    parts = [
-        SerialEngine().run(
-            job,
-            PassState.empty(job.dim, [ShardState.fresh(s, np.full(entries, 10**9))]),
-            None,
-            lambda _: None,
-        )
-        for s in shards
-    ]
-    merged = parts[0]
-    for part in parts[1:]:
-        merged = merged.merge(part)
+    sharded.shards = [ShardState.fresh(shard) for shard in shards]
+    merged = SerialEngine().run(job, sharded, None, lambda _: None)
     sums, counts = merged.dense(entries)
     expected_sums, expected_counts = whole.dense(entries)
     np.testing.assert_array_equal(counts, expected_counts)
-    # Batches differ at the shards' edges, and the encoder computes in float32.
+    np.testing.assert_array_equal(merged.occurring(entries), whole.occurring(entries))
+    # The encoder computes in float32, and batches may differ.
     np.testing.assert_allclose(sums, expected_sums, rtol=1e-6)
+    assert all(shard.done and not len(shard.taken) for shard in merged.shards)
     merged_stats, whole_stats = asdict(merged.run_stats()), asdict(whole.run_stats())
     for key in (
         "text_units",
@@ -169,52 +175,51 @@ def test_the_states_of_shards_merged_in_order_are_the_state_of_one_pass(job):
 def test_the_producer_reads_a_shard_in_chunks_to_its_end_and_counts_what_it_takes(job):
     producer = replace(job, config=job.config.replace(chunk_sentences=2)).producer()
     shard = plan_shards(job.corpus.files, shard_bytes=1_000)[1]
-    state = ShardState.fresh(shard, np.full(len(job.vocab), 3))
-    chunks = list(producer.chunks(state))
-    assert len(chunks) > 1 and [c.state.done for c in chunks] == [False] * (len(chunks) - 1) + [
-        True
-    ]
-    positions = [(c.state.position.offset, c.state.position.skip) for c in chunks]
+    task = EncodeShard(1, ShardState.fresh(shard), np.full(len(job.vocab), 3))
+    chunks = list(producer.chunks(task))
+    assert len(chunks) > 1 and [c.done for c in chunks] == [False] * (len(chunks) - 1) + [True]
+    assert task.state.stats == RunStats()  # the task's state is left as it was
+    positions = [(c.position.offset, c.position.skip) for c in chunks]
     assert positions == sorted(positions) and shard.start.offset < positions[0][0]
     ends = [c.end_bytes for c in chunks]
-    assert (
-        ends == sorted(ends)
-        and ends[-1]
-        == shard.byte_range(job.corpus.files)[1] - shard.byte_range(job.corpus.files)[0]
-    )
+    start, end = shard_bytes(job.corpus, shard)
+    assert ends == sorted(ends) and ends[-1] == end - start
     taken = np.bincount(
         np.concatenate([i.occurrences[:, 2] for c in chunks for i in c.inputs]),
         minlength=len(job.vocab),
     )
-    # At most 3 occurrences of each entry, counted down in the state; the shard holds more.
-    assert (taken <= 3).all() and (state.quota - state.remaining == taken).all()
-    assert (producer.count(shard, len(job.vocab)) >= taken).all()
-    assert 0 < state.stats.sentences_encoded <= state.stats.sentences
+    # At most 3 occurrences of each entry, each chunk saying which it took; the shard holds more.
+    said = sum((c.taken for c in chunks), EntryCounts.none()).dense(len(job.vocab))
+    assert (taken <= 3).all() and (said == taken).all()
+    assert (producer.count(CountShard(1, shard)).counts.dense(len(job.vocab)) >= taken).all()
+    assert 0 < chunks[-1].stats.sentences_encoded <= chunks[-1].stats.sentences
 
 
 def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
     producer = job.producer()
-    shard = whole_corpus(job.corpus, len(job.vocab), job.config).shard
-    state = ShardState.fresh(shard, np.full(len(job.vocab), 10**9))
+    state = fresh_state(job.corpus, len(job.vocab), job.dim, job.config, sharded=False)
+    task = EncodeShard(0, state.shards[0])
     taken = np.bincount(
-        np.concatenate([i.occurrences[:, 2] for c in producer.chunks(state) for i in c.inputs]),
+        np.concatenate([i.occurrences[:, 2] for c in producer.chunks(task) for i in c.inputs]),
         minlength=len(job.vocab),
     )
-    np.testing.assert_array_equal(producer.count(shard, len(job.vocab)), taken)
+    counted = producer.count(CountShard(0, task.state.shard)).counts
+    np.testing.assert_array_equal(counted.dense(len(job.vocab)), taken)
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])
 def test_a_chunk_crosses_a_process_boundary_as_it_was(count):
     import pickle
 
-    from roberta_static.engine.producer import Chunk
-
     inputs = [
         EncoderInput(np.arange(3 + i), np.array([[1, 2, i]] * (i % 2 + 1))) for i in range(count)
     ]
-    chunk = Chunk(inputs, _shard(0), end_bytes=42)
+    position = Position(0, 14, 2, 1)
+    chunk = Chunk(3, inputs, position, RunStats(sentences=5), EntryCounts.of([1, 1]), True, 42)
     back = pickle.loads(pickle.dumps(chunk))
-    assert (back.end_bytes, back.state.shard, len(back.inputs)) == (42, chunk.state.shard, count)
+    assert (back.shard, back.end_bytes, back.position, back.done) == (3, 42, position, True)
+    assert back.stats == chunk.stats and back.taken.counts.tolist() == [2]
+    assert len(back.inputs) == count
     for a, b in zip(back.inputs, inputs, strict=True):
         np.testing.assert_array_equal(a.ids, b.ids)
         np.testing.assert_array_equal(a.occurrences, b.occurrences)
@@ -229,15 +234,19 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
         EncoderInput(np.array([0, 5, 6, 2]), np.array([[1, 3, 1]])),
         EncoderInput(np.array([0, 7, 2]), np.array([[1, 2, 0], [1, 2, 2]])),
     ]
-    shards = [_shard(0), _shard(1)]
+    shards = [_shard(0), _shard(1), _shard(2)]
     shards[0].done, shards[0].stats = True, RunStats(sentences=7, binary_files_skipped=["x.bin"])
-    shards[1].position, shards[1].remaining = Position(0, 14, 2, 1), np.array([5, 4, 0])
+    shards[1].position, shards[1].taken = Position(0, 14, 2, 1), EntryCounts.of([0, 2, 2])
     shards[1].leftover = inputs
+    quotas = QuotaPlan.fresh(3, 4)
+    quotas.add(EntryCounts.of([0, 0, 0, 0, 2]))
     state = PassState.of_sums(
         np.array([[0.5, 1.5], [0, 0], [2, 2]]),
         np.array([1, 0, 3]),
         RunStats(tokens=9, seconds=1.5),
-        shards,
+        shards=shards,
+        seen=np.array([0, 1]),
+        quotas=quotas,
     )
     written = Checkpoint(
         {"model": "m"}, ["/a.txt"], [{"path": "/a.txt"}], ["x", "y", "z"], {"counted": 0}, state
@@ -251,19 +260,22 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
         written.entries,
         written.vocabulary,
     )
-    for name in ("rows", "sums", "counts"):
+    for name in ("rows", "sums", "counts", "seen"):
         np.testing.assert_array_equal(getattr(read.state, name), getattr(state, name))
     assert read.state.stats == state.stats
+    got_quotas = read.state.quotas
+    assert (got_quotas.limit, got_quotas.counted) == (4, 1)
+    for name in ("reached_in", "last_quota", "before"):
+        np.testing.assert_array_equal(getattr(got_quotas, name), getattr(quotas, name))
     for got, want in zip(read.state.shards, shards, strict=True):
-        assert (got.shard, got.position, got.stats, got.done, got.may_stop_early) == (
+        assert (got.shard, got.position, got.stats, got.done) == (
             want.shard,
             want.position,
             want.stats,
             want.done,
-            want.may_stop_early,
         )
-        np.testing.assert_array_equal(got.remaining, want.remaining)
-        np.testing.assert_array_equal(got.quota, want.quota)
+        np.testing.assert_array_equal(got.taken.entries, want.taken.entries)
+        np.testing.assert_array_equal(got.taken.counts, want.taken.counts)
         assert len(got.leftover) == len(want.leftover)
         for a, b in zip(got.leftover, want.leftover, strict=True):
             for name in asdict(a):
@@ -287,22 +299,36 @@ def test_a_checkpoint_of_an_older_format_is_refused_in_one_line(tmp_path):
 
 
 class _Producer:
-    """A producer whose chunks are the numbers ``items`` yields."""
+    """A producer whose chunks are the values ``items`` yields, each wrapped as a chunk."""
 
     def __init__(self, items) -> None:
         self.items = items
 
-    def chunks(self, state):
-        yield from self.items()
+    def chunks(self, task):
+        for value in self.items():
+            yield _Chunk(value)
+
+
+class _Chunk:
+    def __init__(self, value) -> None:
+        self.value, self.taken, self.done = value, EntryCounts.none(), value == "end"
+
+
+def _task() -> EncodeShard:
+    return EncodeShard(0, _shard(0))
+
+
+def _receive(feeder: ThreadFeeder):
+    while (message := feeder.receive(0.1)) is None:
+        pass
+    return message.value
 
 
 def _receive_all(feeder: ThreadFeeder) -> list:
     got = []
-    while (message := feeder.receive(None)) is not None:
-        got.append(message[2])
-        if message[2] == "end":
-            return got
-    return got
+    while (value := _receive(feeder)) != "end":
+        got.append(value)
+    return [*got, "end"]
 
 
 def test_the_producer_thread_keeps_order_and_runs_in_its_own_thread():
@@ -314,8 +340,8 @@ def test_the_producer_thread_keeps_order_and_runs_in_its_own_thread():
             yield i
         yield "end"
 
-    with ThreadFeeder(_Producer(items), 1) as feeder:
-        feeder.submit(("encode", 0, None))
+    with ThreadFeeder(_Producer(items)) as feeder:
+        feeder.submit(_task())
         assert _receive_all(feeder) == [*range(50), "end"]
     assert threads == {"roberta-static-producer"}
 
@@ -325,11 +351,11 @@ def test_an_error_in_the_producer_thread_is_raised_by_receive_as_one_line():
         yield 1
         raise ValueError("bad chunk")
 
-    with ThreadFeeder(_Producer(items), 1) as feeder:
-        feeder.submit(("encode", 0, None))
-        assert feeder.receive(None)[2] == 1
+    with ThreadFeeder(_Producer(items)) as feeder:
+        feeder.submit(_task())
+        assert _receive(feeder) == 1
         with pytest.raises(CorpusError, match="worker failed: ValueError: bad chunk"):
-            feeder.receive(None)
+            _receive(feeder)
 
 
 def test_a_closed_producer_thread_stops_without_anyone_waiting_for_its_chunk_in_hand():
@@ -342,9 +368,9 @@ def test_a_closed_producer_thread_stops_without_anyone_waiting_for_its_chunk_in_
                 release.wait(30)  # a chunk that takes long to make
             yield i
 
-    with ThreadFeeder(_Producer(items), 1) as feeder:
-        feeder.submit(("encode", 0, None))
-        assert feeder.receive(None)[2] == 0
+    with ThreadFeeder(_Producer(items)) as feeder:
+        feeder.submit(_task())
+        assert _receive(feeder) == 0
         while len(produced) < 4:  # the thread makes chunk 3, the queue ahead of it full
             release.wait(0.01)
     # Closed while its thread makes a chunk: the close returned at once.

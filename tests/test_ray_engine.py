@@ -17,11 +17,11 @@ from test_workers import assert_batched_as_one_process, assert_same_vectors
 
 from roberta_static import DistillConfig, distill
 from roberta_static.engine.checkpoint import load_checkpoint
-from roberta_static.engine.ray.driver import RayPass, import_ray
+from roberta_static.engine.ray.cluster import import_ray
+from roberta_static.engine.ray.tasks import RayFeeder
 from roberta_static.errors import ConfigError, CorpusError, Interrupted
 from roberta_static.model.batches import EncoderInput
 from roberta_static.model.loading import load_pretrained
-from roberta_static.model.pooling import Accumulator
 from roberta_static.stopping import Checkpointing
 
 
@@ -85,8 +85,6 @@ def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
     assert_same_vectors(serial, on_ray)
     timing = {"seconds", "encoder_wait_seconds"}
     compared = serial.meta["stats"].keys() - timing - {"padded_tokens", "batches"}
-    if max_contexts:  # each shard reads only while it may take contexts (see test_workers)
-        compared = {"occurrences_used"} | {k for k in compared if k.startswith("entries")}
     for key in compared:
         assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
     # One bar: bytes read across the shards, up to the whole corpus.
@@ -101,8 +99,8 @@ def test_ray_batches_the_inputs_of_many_shards_together(
     corpus_folder, vocab_file, config, max_contexts, monkeypatch
 ):
     # Every shard is a small piece of the corpus: batched shard by shard, the batches would be
-    # small. The actor pools the inputs of chunks from any shard into batches as large as one
-    # process's, and still sums each shard apart: the vectors and counts are one process's.
+    # small. The pass loop pools the inputs of chunks from any shard into batches as large as
+    # one process's: the vectors and counts are one process's.
     monkeypatch.setattr("roberta_static.text.shards.SHARD_BYTES", 600)
     config = config.replace(layers="1", max_contexts=max_contexts, chunk_sentences=2048)
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
@@ -112,34 +110,35 @@ def test_ray_batches_the_inputs_of_many_shards_together(
     assert many["tokens"] == one["tokens"] and many["occurrences_used"] == one["occurrences_used"]
 
 
-def test_an_actor_batches_its_pool_early_once_the_waiting_shards_sums_pass_its_budget(
-    config, monkeypatch
-):
-    # Each shard's sums are dense on the actor: inputs of many small shards must not wait
-    # together until a chunk's worth is in when their sums would not fit.
-    from roberta_static.engine.ray import remote
+def test_an_actor_sums_a_batch_once_and_hands_its_sums_over_when_drained(config):
+    # Ray sends a restarted actor the calls it had not answered, and the driver sends it again
+    # the batches it had not drained: an actor must sum each batch once.
+    from roberta_static.engine.ray import actors
+    from roberta_static.model.batches import padded
 
     model, tokenizer = load_pretrained(config)
-    entries, dim = 3, model.config.hidden_size
-    parts = [ray.put((*remote.model_parts(model), tokenizer))]
-    monkeypatch.setattr(remote, "_POOLED_SUMS_BYTES", 2 * Accumulator.bytes_needed(entries, dim))
-    actor = remote.EncoderActor(parts, config, entries, "cpu")
+    entries = 3
+    parts = [ray.put((*actors.model_parts(model), tokenizer))]
+    actor = actors.EncoderActor(parts, config, entries, "cpu")
 
-    def chunk(entry):  # one input holding an occurrence of ``entry``
-        return [EncoderInput(np.array([0, 40 + entry, 41, 2]), np.array([[1, 3, entry]]))]
+    def batch(entry):  # one input holding an occurrence of ``entry``
+        return padded(
+            [EncoderInput(np.array([0, 40 + entry, 41, 2]), np.array([[1, 3, entry]]))], 1
+        )
 
-    assert actor.add(0, 0, chunk(0)) == actor.add(1, 0, chunk(1)) == remote.Summed()
-    assert actor.finish(0, 1) == [0]  # its inputs wait: not summed yet
-    assert actor.add(2, 0, chunk(2)).chunks == [(0, 0), (1, 0), (2, 0)]
-    states = [actor.finish(shard, 1) for shard in range(3)]
-    assert sum(state.stats.batches for state in states) == 1  # one batch of the three inputs
-    alone = remote.EncoderActor(parts, config, entries, "cpu")
-    for shard, state in enumerate(states):
-        assert state.rows.tolist() == [shard] and state.counts.tolist() == [1]
-        assert state.stats.tokens == 4 and state.stats.padded_tokens == 4
-        alone.add(shard, 0, chunk(shard))
-        alone.flush()
-        np.testing.assert_allclose(state.sums, alone.finish(shard, 1).sums, rtol=1e-6)
+    assert actor.encode(0, batch(0)).tokens == 4
+    assert actor.encode(0, batch(0)).tokens == 0  # again: not summed twice
+    assert actor.encode(1, batch(2)).tokens == 4
+    first = actor.drain()
+    assert first.tickets == [0, 1] and first.rows.tolist() == [0, 2]
+    assert first.counts.tolist() == [1, 1] and first.stats.tokens == 8
+    assert first.started == actor.started
+    actor.encode(2, batch(0))
+    second = actor.drain()  # only what came after the first drain
+    assert second.tickets == [2] and second.rows.tolist() == [0] and second.counts.tolist() == [1]
+    np.testing.assert_allclose(second.sums, first.sums[:1])
+    empty = actor.drain()
+    assert empty.tickets == [] and len(empty.rows) == 0
 
 
 def _shard_task_pids() -> list[int]:
@@ -188,6 +187,22 @@ def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_
         assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
 
 
+def _holding_later_shards(receive, stop: threading.Event):
+    """``RayFeeder.receive`` keeping the messages of shards after the first two until ``stop``."""
+    held = []
+
+    def receive_holding(feeder, timeout):
+        if held and (stop.is_set() or not feeder.running):  # nothing else will come: no hang
+            return held.pop(0)
+        message = receive(feeder, timeout)
+        if message is not None and message.shard >= 2 and not stop.is_set():
+            held.append(message)
+            return None
+        return message
+
+    return receive_holding
+
+
 def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
     corpus_folder, vocab_file, config, serial_run, tmp_path, monkeypatch
 ):
@@ -195,28 +210,24 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
     serial = serial_run(0)
     stop = threading.Event()
     checkpointing = Checkpointing(tmp_path, 0, stop)
+    # Small batches go as soon as they fill: some are summed before the later shards come.
+    stopped = config.replace(engine="ray", encoders=2, batch_tokens=64)
 
-    def stop_once_a_shard_is_merged(report):
+    def stop_once_a_batch_is_summed(report):
         if not checkpointing.nothing_to_lose:
             stop.set()
 
-    # Shards after the first two are merged only once the stop is asked: the checkpoint then
-    # holds unfinished shards however fast they ran (the state, not the timing, decides).
-    finish = RayPass._finish
-
-    def later_shards_wait_for_the_stop(self, index, sent):
-        if index >= 2:
-            stop.wait()
-        return finish(self, index, sent)
-
-    monkeypatch.setattr(RayPass, "_finish", later_shards_wait_for_the_stop)
+    # The chunks of shards after the first two reach the loop only once the stop is asked: the
+    # checkpoint then holds unfinished shards however fast they ran (the state, not the timing,
+    # decides).
+    monkeypatch.setattr(RayFeeder, "receive", _holding_later_shards(RayFeeder.receive, stop))
 
     with pytest.raises(Interrupted, match="resume with"):
         distill(
             corpus_folder,
             vocab_file,
-            config.replace(engine="ray", encoders=2),
-            progress=stop_once_a_shard_is_merged,
+            stopped,
+            progress=stop_once_a_batch_is_summed,
             checkpointing=checkpointing,
         )
     saved = load_checkpoint(tmp_path)
@@ -228,22 +239,22 @@ def test_a_stopped_ray_run_resumes_exactly_on_either_engine(
             assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
 
 
-def test_no_checkpoint_is_written_before_the_first_shard_is_merged(
+def test_no_checkpoint_is_written_before_the_first_batch_is_summed(
     corpus_folder, vocab_file, config, tmp_path, monkeypatch
 ):
     from roberta_static.engine.checkpoint import Saver
 
-    done_when_saved = []
+    summed_when_saved = []
     save = Saver.save
 
     def recording(saver, state):
-        done_when_saved.append(sum(shard.done for shard in state.shards))
+        summed_when_saved.append(state.stats.batches)
         save(saver, state)
 
     monkeypatch.setattr(Saver, "save", recording)
     ray_config = config.replace(engine="ray", encoders=1, max_contexts=0)
     distill(corpus_folder, vocab_file, ray_config, checkpointing=Checkpointing(tmp_path, 1e-6))
-    assert done_when_saved and min(done_when_saved) >= 1
+    assert summed_when_saved and min(summed_when_saved) >= 1
 
 
 def test_a_bad_line_in_a_shard_is_one_line_naming_the_file_and_line(
@@ -290,7 +301,7 @@ def test_a_cluster_address_nothing_answers_on_is_refused_before_the_model_loads(
 
 def test_a_stop_while_the_cluster_starts_waits_for_it_then_shuts_it_down(tmp_path):
     # Cut short, Ray's start-up leaves its agent processes running with no one to stop them.
-    from roberta_static.engine.ray.driver import _cluster
+    from roberta_static.engine.ray.cluster import connected
     from roberta_static.stopping import StopNow
 
     checkpointing = Checkpointing(tmp_path)
@@ -308,27 +319,24 @@ def test_a_stop_while_the_cluster_starts_waits_for_it_then_shuts_it_down(tmp_pat
         def shutdown(self):
             calls.append("shut down")
 
-    with pytest.raises(StopNow), _cluster(StartingRay(), None, checkpointing):
+    with pytest.raises(StopNow), connected(StartingRay(), None, checkpointing):
         calls.append("the pass ran")
     assert calls == ["starting", "started", "shut down"]
 
 
-def test_a_stop_before_the_first_merge_ends_at_once_and_saves_nothing(
+def test_a_stop_asked_before_the_first_batch_saves_once_one_is_summed(
     corpus_folder, vocab_file, config, tmp_path
 ):
-    from roberta_static.stopping import StopNow
-
+    # As on every engine: a stop asked by the caller (not a signal) sums a batch first, so a
+    # resume has something to go on from.
     stop = threading.Event()
-    stop.set()  # before any shard is merged
-    with pytest.raises(StopNow):
+    stop.set()  # before any batch is summed
+    with pytest.raises(Interrupted, match="resume with"):
         distill(
             corpus_folder,
             vocab_file,
             config.replace(engine="ray", encoders=1, max_contexts=0),
             checkpointing=Checkpointing(tmp_path / "out", 0, stop),
         )
-    assert not (tmp_path / "out").exists()
-    # A thread still inside a Ray call when the cluster shuts down makes Ray end the process
-    # ("the core worker has already been shutdown"): the CLI's, or pytest's, with no message.
-    shard_threads = [t for t in threading.enumerate() if t.name.startswith("roberta-static-shard")]
-    assert not shard_threads
+    saved = load_checkpoint(tmp_path / "out")
+    assert saved.state.stats.batches >= 1 and not all(s.done for s in saved.state.shards)

@@ -18,10 +18,13 @@ from conftest import CORPUS_LINES
 
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.api import distill_from_model
+from roberta_static.engine import encoders
+from roberta_static.engine.batcher import Batcher
 from roberta_static.engine.checkpoint import Checkpoint, load_checkpoint
-from roberta_static.engine.encoders import Ledger
-from roberta_static.engine.feeding import Batcher
-from roberta_static.engine.sharding import quotas
+from roberta_static.engine.messages import Chunk, Counted, CountShard, EncodeShard
+from roberta_static.engine.quotas import QuotaPlan
+from roberta_static.engine.state import ShardState
+from roberta_static.engine.worker import Ready
 from roberta_static.errors import Interrupted
 from roberta_static.model.loading import load_pretrained
 from roberta_static.stopping import Checkpointing
@@ -53,10 +56,31 @@ def test_shards_read_exactly_the_units_of_the_whole_corpus(corpus_folder, shard_
         unit for shard in shards for unit in Corpus([corpus_folder]).units(shard.start, shard.stop)
     ]
     assert pieces == whole  # texts and positions, line numbers included
-    assert len(shards) >= 3
+    assert len(shards) >= 3 if shard_bytes < 10**9 else len(shards) == 1
+
+
+def test_many_small_files_share_shards_and_a_compressed_file_is_never_cut(tmp_path):
+    import gzip
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for number in range(300):
+        (folder / f"{number:04}.txt").write_text(f"Document {number} holds a cat.\n" * 3)
+    with gzip.open(folder / "0150.txt.gz", "wt") as handle:
+        handle.write("A compressed dog.\n" * 2000)
+    corpus = Corpus([folder])
+    shards = plan_shards(corpus.files, 2_000, sizes=corpus.sizes)
+    assert 10 < len(shards) < 100  # about 2 kB each, not one a file
+    starts = [(shard.start.file, shard.start.offset) for shard in shards]
+    compressed = corpus.files.index(folder / "0150.txt.gz")
+    assert all(offset == 0 for file, offset in starts if file == compressed)
+    pieces = [unit for shard in shards for unit in corpus.units(shard.start, shard.stop)]
+    assert pieces == list(corpus.units())
 
 
 def test_quotas_take_the_first_n_occurrences_in_corpus_order():
+    from roberta_static.engine.quotas import EntryCounts
+
     rng = np.random.default_rng(0)
     for _ in range(50):
         counts = rng.integers(0, 6, size=(5, 4))
@@ -68,7 +92,19 @@ def test_quotas_take_the_first_n_occurrences_in_corpus_order():
             for shard in range(counts.shape[0]):
                 take = min(left, counts[shard, entry])
                 taken[shard, entry], left = take, left - take
-        np.testing.assert_array_equal(quotas(counts, limit), taken)
+        # A shard may take its allowance once the shards before it are counted; the last one
+        # is never counted. Whether counted later or not, each shard's allowance is the same.
+        plan = QuotaPlan.fresh(counts.shape[1], limit)
+        for shard in range(counts.shape[0]):
+            before = plan.allowance(shard)
+            if shard < counts.shape[0] - 1:
+                plan.add(EntryCounts.of(np.repeat(np.arange(counts.shape[1]), counts[shard])))
+                after = plan.allowance(shard)
+                np.testing.assert_array_equal(np.minimum(after, counts[shard]), taken[shard])
+            np.testing.assert_array_equal(np.minimum(before, counts[shard]), taken[shard])
+        # Where every entry has had its N in the shards counted, the shards after are not read.
+        every = np.flatnonzero((counts[:-1].cumsum(axis=0) >= limit).all(axis=1))
+        assert plan.last_shard_read() == (int(every[0]) if len(every) else None)
 
 
 @pytest.fixture()
@@ -141,7 +177,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     context = _worker_context(without_torch)
     setups, tasks, results = context.Queue(), context.Queue(), context.Queue()
     setups.put(setup)
-    tasks.put(("count", 3, shard))
+    tasks.put(CountShard(3, shard))
     tasks.put(None)
     worker = context.Process(target=probe, args=(setups, tasks, results, without_torch))
     worker.start()
@@ -151,11 +187,12 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
         worker.join(timeout=10)
         if worker.is_alive():
             worker.terminate()
-    expected = setup.producer().count(shard, len(vocab.entries))
-    assert expected.sum() > 0
-    assert messages[0] == ("ready", -1, worker.pid)
-    assert messages[1][:2] == ("counted", 3)
-    assert messages[1][2].tolist() == expected.tolist()
+    expected = setup.producer().count(CountShard(3, shard))
+    assert expected.counts.counts.sum() > 0
+    assert messages[0] == Ready(worker.pid)
+    assert isinstance(messages[1], Counted) and messages[1].shard == 3
+    assert messages[1].counts.entries.tolist() == expected.counts.entries.tolist()
+    assert messages[1].counts.counts.tolist() == expected.counts.counts.tolist()
     assert messages[2] == ("torch", -1, not without_torch)
     assert messages[3] == ("preloaded", -1, without_torch)
     assert messages[4] == ("frozen", -1, True)  # what it built lives as long as it
@@ -282,7 +319,7 @@ def test_a_stop_with_batches_of_several_shards_in_hand_resumes_exactly(
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
     checkpointing = Checkpointing(tmp_path / "out", 0)
     pools = []  # batches let go at once, those after the first holding inputs of several shards
-    let_go, add = Batcher._batches, Ledger.add
+    let_go, add = Batcher._batches, encoders.accumulate
 
     def recording(batcher, hold):
         batches = let_go(batcher, hold)
@@ -290,15 +327,14 @@ def test_a_stop_with_batches_of_several_shards_in_hand_resumes_exactly(
             pools.append(batches)
         return batches
 
-    def stop_once_the_first_is_summed(ledger, members, summing):
-        summed = add(ledger, members, summing)
-        if pools and members is pools[0][0][1]:
-            checkpointing.stop.set()  # the encoder thread drops the batches after this one
-        return summed
+    def stop_once_the_first_is_summed(encoded, batch, *rest):
+        add(encoded, batch, *rest)
+        if pools and batch is pools[0][0][0]:
+            checkpointing.stop.set()  # the encoders drop the batches after the one in hand
 
     with monkeypatch.context() as patched, pytest.raises(Interrupted, match="resume with"):
         patched.setattr(Batcher, "_batches", recording)
-        patched.setattr(Ledger, "add", stop_once_the_first_is_summed)
+        patched.setattr(encoders, "accumulate", stop_once_the_first_is_summed)
         distill(corpus_folder, vocab_file, config.replace(workers=2), checkpointing=checkpointing)
     saved = load_checkpoint(tmp_path / "out")
     assert sum(bool(shard.leftover) for shard in saved.state.shards) > 1
@@ -455,6 +491,13 @@ def _forked_workers(pid: int) -> list[int]:
     return found
 
 
+def receive(feeder) -> Chunk | Counted:
+    """A feeder's next message, however long it takes."""
+    while (message := feeder.receive(0.1)) is None:
+        pass
+    return message
+
+
 def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_on(
     roberta_dir, corpus_folder, vocab_file, tmp_path
 ):
@@ -462,14 +505,13 @@ def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_
 
     from roberta_static.engine.local import ProcessFeeder
     from roberta_static.engine.producer import ProducerSetup
-    from roberta_static.engine.sharding import whole_corpus
     from roberta_static.model.encoder import Encoder
 
     config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=4)
     corpus, vocab = Corpus([corpus_folder / "a.txt"]), Vocabulary.from_file(vocab_file)
     setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
-    fresh = lambda: whole_corpus(corpus, len(vocab), config)  # noqa: E731
-    expected = [item.ids for chunk in setup.producer().chunks(fresh()) for item in chunk.inputs]
+    task = EncodeShard(0, ShardState.fresh(plan_shards(corpus.files, 10**9)[0]))
+    expected = [item.ids for chunk in setup.producer().chunks(task) for item in chunk.inputs]
     bridged, proceed = [], threading.Event()
 
     def bridge_producer():
@@ -485,22 +527,19 @@ def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_
         producer.chunks = held
         return producer
 
-    class WorkerReady:
-        def is_set(self) -> bool:
-            return feeder.ready.is_set()
-
     gate = tmp_path / "gate"  # the worker starts once the bridge has sent its first chunk
     gated = GatedSetup(**setup.__dict__, gate=str(gate))
     with ProcessFeeder(1, without_torch=True) as feeder:
         feeder.serve(gated, bridge_producer)
-        feeder.submit(("encode", 0, fresh()))
-        received = [feeder.receive(None)[2]]
+        feeder.submit(task)
+        received = [receive(feeder)]
         assert len(bridged) == 1
         gate.touch()
-        assert feeder.receive(WorkerReady()) is None
+        while not feeder.ready.is_set():
+            assert feeder.receive(0.1) is None
         proceed.set()
-        while not received[-1].state.done:
-            received.append(feeder.receive(None)[2])
+        while not received[-1].done:
+            received.append(receive(feeder))
     # The bridge sent its chunk in hand, then a worker read the rest of the shard, in order.
     assert len(bridged) == 2 < len(received)
     got = [item.ids for chunk in received for item in chunk.inputs]
@@ -526,8 +565,8 @@ def test_a_finished_run_ends_its_ready_workers_and_does_not_wait_for_one_still_s
     with ProcessFeeder(2, without_torch=True) as feeder:
         feeder.serve(stuck, setup.producer)
         while not feeder.ready.is_set():  # count tasks until the first worker is ready
-            feeder.submit(("count", 0, shard))
-            assert feeder.receive(None)[0] == "counted"
+            feeder.submit(CountShard(0, shard))
+            assert isinstance(receive(feeder), Counted)
         finishing = time.monotonic()
     ending = time.monotonic() - finishing
     # The ready worker took its end; the one still starting was ended at once, not waited for
@@ -675,7 +714,7 @@ def test_a_worker_process_sends_all_its_messages_then_exits_without_teardown(
     setups, tasks, results = context.Queue(), context.Queue(), context.Queue()
     setups.put(setup)
     for index, shard in enumerate(shards):
-        tasks.put(("count", index, shard))
+        tasks.put(CountShard(index, shard))
     tasks.put(None)
     torn_down = tmp_path / "torn-down"
     worker = context.Process(target=probe_exit, args=(setups, tasks, results, torn_down))
@@ -683,9 +722,9 @@ def test_a_worker_process_sends_all_its_messages_then_exits_without_teardown(
     worker.join(timeout=120)
     assert worker.exitcode == 0
     messages = [results.get(timeout=10) for _ in range(len(shards) + 1)]
-    assert messages[0][0] == "ready"
-    assert [message[:2] for message in messages[1:]] == [
-        ("counted", index) for index in range(len(shards))
+    assert isinstance(messages[0], Ready)
+    assert [(type(message), message.shard) for message in messages[1:]] == [
+        (Counted, index) for index in range(len(shards))
     ]
     assert not torn_down.exists()  # the interpreter's exit handlers never ran
 

@@ -1,8 +1,10 @@
-"""What every engine shares: the job it runs, the interface it offers, and how one is chosen.
+"""What every engine shares: the job, the two interfaces the pass loop runs over, the engine.
 
-An engine runs a pass: the serial one in this process (the CPU side in a thread), the local one
-with worker processes, the Ray one on a cluster. Each takes any :class:`PassState` to resume
-from, whichever engine saved it, and returns the state at the pass's end.
+An engine is a pair of adapters under the one pass loop (:mod:`.loop`): a :class:`Feeder`, which
+runs the CPU side over shard tasks (a thread of this process, worker processes, Ray tasks), and an
+:class:`EncoderPool`, which encodes batches and sums them (encoder threads of this process, Ray
+actors). Each engine takes any :class:`~.state.PassState` to resume from, whichever engine saved
+it, and returns the state at the pass's end.
 """
 
 from __future__ import annotations
@@ -11,15 +13,20 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..config import DistillConfig
+from ..model.batches import Batch
 from ..model.encoder import Encoder
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from ..text.corpus import Corpus, TextCorpus
 from ..text.vocab import VocabMatcher, Vocabulary, vocabulary_stats
 from .checkpoint import Saver
+from .messages import Chunk, Counted, Task
 from .producer import Producer
 from .state import PassState
+from .stats import RunStats
 
 
 @dataclass
@@ -51,6 +58,57 @@ class Job:
         entries, vocabulary = list(self.vocab.entries), vocabulary_stats(self.vocab)
         corpus = self.corpus if isinstance(self.corpus, Corpus) else None
         return Saver(stopping, self.config, corpus, entries, vocabulary, before)
+
+
+class Feeder(Protocol):
+    """Runs shard tasks on the CPU side and hands back their messages, each shard's in order.
+
+    ``capacity``: how many tasks it runs at once.
+    """
+
+    capacity: int
+
+    def submit(self, task: Task) -> None:
+        """Start or queue ``task``."""
+
+    def receive(self, timeout: float) -> Chunk | Counted | None:
+        """The next message, or None after ``timeout`` seconds; a task's failure is raised."""
+
+
+@dataclass
+class Sums:
+    """What an encoder pool has summed: dense sums and counts, its counters, and the batches.
+
+    ``tickets``: the batches summed since the pool last said (by :meth:`EncoderPool.summed` or
+    here); the sums hold them and every batch before.
+    """
+
+    sums: np.ndarray
+    counts: np.ndarray
+    stats: RunStats
+    tickets: list[int]
+
+
+class EncoderPool(Protocol):
+    """Encodes batches and sums their occurrence vectors per entry, in float64."""
+
+    def restore(self, state: PassState) -> None:
+        """Go on from the sums of a resumed state."""
+
+    def offer(self, ticket: int, batch: Batch, timeout: float) -> bool:
+        """Queue ``batch``, waiting up to ``timeout`` seconds for room; whether it was queued."""
+
+    def summed(self) -> list[int]:
+        """The tickets of the batches summed since the pool last said."""
+
+    def snapshot(self) -> Sums:
+        """The sums at this instant, and the tickets summed since the pool last said."""
+
+    def tokens(self) -> int:
+        """Model tokens encoded so far (resumed runs' included)."""
+
+    def close(self) -> None:
+        """Sum nothing more: batches queued or in flight are dropped."""
 
 
 class Engine(Protocol):

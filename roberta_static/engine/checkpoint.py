@@ -9,6 +9,7 @@ place, so a crash while writing keeps the previous checkpoint. Everything is num
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -28,11 +29,13 @@ from ..model.batches import pack_inputs, unpack_inputs
 from ..stopping import Checkpointing, StopNow
 from ..text.corpus import Corpus, Position, corpus_identity
 from ..text.shards import Shard
+from .quotas import EntryCounts, QuotaPlan
 from .state import PassState, ShardState
 from .stats import RunStats
 
-FORMAT = 4
-_SUMS = ("rows", "sums", "counts")
+FORMAT = 5
+_SUMS = ("rows", "sums", "counts", "seen")
+_QUOTAS = ("reached_in", "last_quota", "before")
 
 
 @dataclass
@@ -94,25 +97,32 @@ def _write(staging: Path, checkpoint: Checkpoint) -> None:
     state = checkpoint.state
     for name in _SUMS:
         np.save(staging / f"{name}.npy", getattr(state, name), allow_pickle=False)
+    taken = [shard.taken for shard in state.shards]
     np.savez_compressed(
-        staging / "shards.npz",
-        quota=np.stack([shard.quota for shard in state.shards]),
-        remaining=np.stack([shard.remaining for shard in state.shards]),
+        staging / "taken.npz",
+        entries=np.concatenate([counts.entries for counts in taken] or [np.zeros(0, np.int64)]),
+        counts=np.concatenate([counts.counts for counts in taken] or [np.zeros(0, np.int64)]),
     )
+    quotas = state.quotas
+    if quotas is not None:
+        np.savez_compressed(staging / "quotas.npz", **{n: getattr(quotas, n) for n in _QUOTAS})
     leftover = [item for shard in state.shards for item in shard.leftover]
     np.savez(staging / "leftover.npz", **pack_inputs(leftover))
     record = {
         "format": FORMAT,
         "config": checkpoint.config,
-        "files": checkpoint.files,
-        "corpus": checkpoint.corpus,
         "vocabulary": checkpoint.vocabulary,
         "stats": asdict(state.stats),
+        "quotas": {"limit": quotas.limit, "counted": quotas.counted} if quotas else None,
         "shards": [_shard_record(shard) for shard in state.shards],
     }
     (staging / "entries.txt").write_text(
         "".join(f"{e}\n" for e in checkpoint.entries), encoding="utf-8"
     )
+    # A corpus of many files names each with its digest: compressed, it takes a few MB.
+    corpus = {"files": checkpoint.files, "identity": checkpoint.corpus}
+    with gzip.open(staging / "corpus.json.gz", "wt", encoding="utf-8") as handle:
+        json.dump(corpus, handle)
     (staging / "state.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
 
 
@@ -122,8 +132,8 @@ def _shard_record(shard: ShardState) -> dict[str, Any]:
         "stop": asdict(shard.shard.stop),
         "position": asdict(shard.position),
         "done": shard.done,
-        "may_stop_early": shard.may_stop_early,
         "stats": asdict(shard.stats),
+        "taken": len(shard.taken),
         "leftover": len(shard.leftover),
     }
 
@@ -155,7 +165,9 @@ def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
         if written == FORMAT:
             entries = (target / "entries.txt").read_text(encoding="utf-8").split("\n")[:-1]
             state = _read_state(target, record)
-    except (OSError, ValueError, KeyError, TypeError) as error:
+            with gzip.open(target / "corpus.json.gz", "rt", encoding="utf-8") as handle:
+                corpus = json.load(handle)
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
     if written != FORMAT:
         raise ConfigError(
@@ -165,8 +177,8 @@ def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
         )
     return Checkpoint(
         record["config"],
-        record["files"],
-        record["corpus"],
+        corpus["files"],
+        corpus["identity"],
         entries,
         record["vocabulary"],
         state,
@@ -175,27 +187,35 @@ def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
 
 
 def _read_state(target: Path, record: dict[str, Any]) -> PassState:
-    rows, summed, counts = (np.load(target / f"{name}.npy", allow_pickle=False) for name in _SUMS)
-    with np.load(target / "shards.npz", allow_pickle=False) as shards:
-        quota, remaining = shards["quota"], shards["remaining"]
+    rows, summed, counts, seen = (
+        np.load(target / f"{name}.npy", allow_pickle=False) for name in _SUMS
+    )
+    with np.load(target / "taken.npz", allow_pickle=False) as taken:
+        entries, taken_counts = taken["entries"], taken["counts"]
     with np.load(target / "leftover.npz", allow_pickle=False) as arrays:
         leftover = iter(unpack_inputs(arrays))
-    states = []
-    for number, item in enumerate(record["shards"]):
+    states, at = [], 0
+    for item in record["shards"]:
         shard = Shard(Position(**item["start"]), Position(**item["stop"]))
+        end = at + item["taken"]
         states.append(
             ShardState(
                 shard,
                 Position(**item["position"]),
-                remaining[number].copy(),
-                quota[number].copy(),
+                EntryCounts(entries[at:end].copy(), taken_counts[at:end].copy()),
                 RunStats(**item["stats"]),
                 item["done"],
-                item["may_stop_early"],
                 [next(leftover) for _ in range(item["leftover"])],
             )
         )
-    return PassState(rows, summed, counts, RunStats(**record["stats"]), states)
+        at = end
+    quotas = None
+    if record["quotas"] is not None:
+        with np.load(target / "quotas.npz", allow_pickle=False) as arrays:
+            plan = {name: arrays[name] for name in _QUOTAS}
+        quotas = QuotaPlan(record["quotas"]["limit"], **plan, counted=record["quotas"]["counted"])
+    stats = RunStats(**record["stats"])
+    return PassState(rows, summed, counts, stats, states, seen=seen, quotas=quotas)
 
 
 def check_resume(

@@ -1,12 +1,12 @@
 """Python's garbage collector during a run: the loaded heap kept out of its full collections.
 
-torch, transformers and spaCy, once imported, and a loaded model and pipeline are some 450,000
-objects that every full collection walks (a quarter of a second each on the 2-core machine) and
-never frees. Loading a model allocates enough to set off two or three of them, and the sentences
-and batches of a pass one every second or two. Frozen (``gc.freeze``, as vLLM and SGLang do once
-their models are loaded), those objects are skipped; reference counting still frees everything,
-and a cycle made meanwhile is still collected. Nothing is collected first: a loaded model leaves
-a few hundred objects of garbage, not worth a full collection.
+torch, transformers and spaCy, once imported, and a loaded model and pipeline are hundreds of
+thousands of objects that every full collection walks and never frees. Loading a model allocates
+enough to set off two or three of them, and the sentences and batches of a pass one every second
+or two. Frozen (``gc.freeze``, as vLLM and SGLang do once their models are loaded), those objects
+are skipped; reference counting still frees everything, and a cycle made meanwhile is still
+collected. Nothing is collected first: a loaded model leaves a few hundred objects of garbage,
+not worth a full collection.
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 Each worker process reads, segments, matches and tokenizes one shard at a time (a
 :class:`~.producer.Producer` over the shard) and sends its tokenized sentences, in flat numpy
-arrays, to the main process, whose encoders (one thread per device: the model computes outside
-the GIL) pool and sum them into float64 accumulators (:mod:`.feeding`). Shard states and encoder
-sums are values that merge in a fixed order, so the result equals the serial pass's up to float
-rounding.
+arrays, to the main process, whose pass loop batches them and whose encoders (one thread per
+device: the model computes outside the GIL) sum them into float64 accumulators
+(:mod:`.encoders`). The result equals the serial pass's up to float rounding.
 
 Workers (and their fork server) ignore Ctrl-C, which a terminal sends to the whole process group:
 the main process decides how the run stops, and ends the workers (they hold nothing a checkpoint
@@ -24,7 +23,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 from functools import partial
-from typing import Any
 
 from ..config import DistillConfig
 from ..errors import WorkerError
@@ -33,13 +31,14 @@ from ..model.threads import torch_threads
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from .base import Job
-from .feeding import FedPass, FeederClosed, put_unless_closed, raise_failure
+from .encoders import EncoderThreads
+from .handover import FeederClosed, put_unless_closed
+from .loop import run_pass
+from .messages import Chunk, Counted, Message, Task, raise_failure
 from .producer import Producer, ProducerSetup, needs_torch
-from .sharding import fresh_shards
 from .state import PassState
-from .worker import Message, serve, worker_process
+from .worker import Ready, serve, worker_process
 
-_POLL_SECONDS = 0.1
 _BRIDGE_POLL_SECONDS = 0.01  # while the bridge runs, its chunks wait at most this long
 
 
@@ -79,12 +78,8 @@ class LocalEngine:
         setup = ProducerSetup.of(job.encoder, job.corpus, job.vocab, config)
         self.feeder.serve(setup, job.producer)
         with torch_threads(on_cpu, cores_taken=len(self.feeder.processes)):
-            saver = job.saver(stopping, resume)
-            fed = FedPass(job, encoders, self.feeder, progress, saver)
-            state = resume or PassState.empty(
-                job.dim, fresh_shards(job.corpus, len(job.vocab), config, fed.count)
-            )
-            return fed.run(state)
+            pool = partial(EncoderThreads, encoders, len(job.vocab), job.dim, config)
+            return run_pass(job, self.feeder, pool, resume, stopping, progress, sharded=True)
 
 
 class ProcessFeeder:
@@ -99,10 +94,11 @@ class ProcessFeeder:
     """
 
     def __init__(self, count: int, without_torch: bool) -> None:
+        self.capacity = count
         context = _worker_context(without_torch)
         self.forked = context.get_start_method() == "forkserver"
         self.tasks = context.Queue()
-        # The setup (the tokenizer's 0.5 MB) goes by queue, not as an argument: the processes
+        # The setup (the tokenizer, large) goes by queue, not as an argument: the processes
         # start before the model that makes it is loaded (and ``start`` writes its arguments to
         # a pipe the new process reads only once it has imported what they need).
         self.setups = context.Queue()
@@ -132,7 +128,7 @@ class ProcessFeeder:
         with threads, _interrupts_held():
             if self.forked:
                 # The server starts at once, and imports spaCy once for all workers (each start
-                # waits until it has: half a second), in a thread, while the model loads.
+                # waits until it has), in a thread, while the model loads.
                 from multiprocessing import forkserver
 
                 forkserver.ensure_running()
@@ -159,10 +155,7 @@ class ProcessFeeder:
         for _ in self.processes:
             self.setups.put(setup)
         self.bridge = threading.Thread(
-            target=self._bridge,
-            args=(producer, len(setup.entries)),
-            name="roberta-static-bridge",
-            daemon=True,
+            target=self._bridge, args=(producer,), name="roberta-static-bridge", daemon=True
         )
         self.bridge.start()
 
@@ -199,24 +192,23 @@ class ProcessFeeder:
             if process.pid in self.started:
                 process.join(timeout=5)
 
-    def submit(self, task: Message) -> None:
+    def submit(self, task: Task) -> None:
         """Queue a task."""
         self.tasks.put(task)
 
-    def receive(self, stop: Any) -> Message | None:
-        """The next result; None when ``stop`` is set first. A worker's error is raised here."""
-        while stop is None or not stop.is_set():
-            if not self.waiting:
-                self._collect()
-            if self.waiting:
-                return raise_failure(self.waiting.popleft())
-        return None
+    def receive(self, timeout: float) -> Chunk | Counted | None:
+        """The next result, or None after ``timeout``; a worker's error is raised here."""
+        if not self.waiting:
+            self._collect(timeout)
+        return raise_failure(self.waiting.popleft()) if self.waiting else None
 
-    def _collect(self) -> None:
-        """Wait a moment for the workers' next message; take the bridge's messages meanwhile."""
+    def _collect(self, timeout: float) -> None:
+        """Wait for the workers' next message; take the bridge's messages meanwhile."""
         bridging = self.bridge is not None and self.bridge.is_alive()
         try:
-            message = self.results.get(timeout=_BRIDGE_POLL_SECONDS if bridging else _POLL_SECONDS)
+            message = self.results.get(
+                timeout=min(timeout, _BRIDGE_POLL_SECONDS) if bridging else timeout
+            )
         except queue.Empty:
             message = None
             self._check_workers()
@@ -224,8 +216,8 @@ class ProcessFeeder:
         # and must not overtake the chunks the bridge sent before.
         while not self.bridged.empty():
             self.waiting.append(self.bridged.get_nowait())
-        if message is not None and message[0] == "ready":
-            self.started.add(message[2])
+        if isinstance(message, Ready):
+            self.started.add(message.pid)
             self.ready.set()
         elif message is not None:
             self.waiting.append(message)
@@ -239,7 +231,7 @@ class ProcessFeeder:
         if ended:
             raise WorkerError(_why_ended(ended[0], ready=ended[0].pid in self.started)) from None
 
-    def _bridge(self, make_producer: Callable[[], Producer], entries: int) -> None:
+    def _bridge(self, make_producer: Callable[[], Producer]) -> None:
         """Serve tasks in this process until a worker is ready; hand the shard in hand over."""
         producer = make_producer()
         send = partial(put_unless_closed, self.bridged, closed=self.closed)
@@ -249,7 +241,7 @@ class ProcessFeeder:
             except queue.Empty:
                 continue
             try:
-                rest = serve(producer, entries, task, send, hand_over=self.ready)
+                rest = serve(producer, task, send, hand_over=self.ready)
             except FeederClosed:
                 return
             if rest is not None:
@@ -276,7 +268,7 @@ def _worker_context(without_torch: bool) -> multiprocessing.context.BaseContext:
     """How worker processes start: forked from a fork server, where the platform has one.
 
     The server imports the CPU side once (see :mod:`.preload`), instead of each worker: on
-    few cores, a second worker's imports took CPU from the pass. It lives until this process
+    few cores, each worker's own imports would take CPU from the pass. It lives until this process
     ends (later runs fork from it too). Workers whose spaCy pipeline may need torch are spawned:
     the server's thinc has none. Plain fork would copy this process's torch threads.
     """

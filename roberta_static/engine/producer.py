@@ -3,57 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..config import DistillConfig
-from ..model.batches import (
-    Batch,
-    EncoderInput,
-    EncodeStats,
-    make_batches,
-    pack_inputs,
-    unpack_inputs,
-)
+from ..model.batches import EncodeStats
 from ..model.subwords import SubwordEncoder
-from ..progress import Work
 from ..text.corpus import Corpus, Position, TextCorpus
 from ..text.segment import load_segmenter, segment
 from ..text.shards import Shard
 from ..text.vocab import MatchedSentence, VocabMatcher, Vocabulary
-from .state import ShardState
+from .messages import Chunk, Counted, CountShard, EncodeShard
+from .quotas import Allowance, EntryCounts
+from .state import ShardState, shard_bytes
 from .stats import RunStats
 
 if TYPE_CHECKING:
     from ..model.encoder import Encoder
-
-
-@dataclass
-class Chunk:
-    """Encoder inputs of a chunk of sentences, and the shard's state right after that chunk.
-
-    ``end_bytes``: the shard's bytes up to the chunk's last unit (to the end of what was read,
-    for the last chunk).
-    """
-
-    inputs: list[EncoderInput]
-    state: ShardState
-    end_bytes: int
-
-    @property
-    def end(self) -> Work:
-        """The bytes and sentences of the shard once this chunk is summed."""
-        return Work(self.end_bytes, self.state.stats.sentences)
-
-    # Worker processes hand chunks over pickled: its inputs as four flat arrays, not two arrays
-    # per sentence, whose unpickling held up the encoder's process (see feed.py's hand-over).
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "inputs": pack_inputs(self.inputs)}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, inputs=unpack_inputs(state["inputs"]))
 
 
 class Producer:
@@ -74,66 +40,79 @@ class Producer:
         self.nlp, self.matcher, self.subwords, self.corpus = nlp, matcher, subwords, corpus
         self.batch_tokens, self.config = batch_tokens, config
 
-    def chunks(self, state: ShardState) -> Iterator[Chunk]:
-        """Batches of the sentences that still hold an entry, a chunk at a time, to the shard's end.
+    def chunks(self, task: EncodeShard) -> Iterator[Chunk]:
+        """The sentences that hold an entry to take, a chunk at a time, to the shard's end.
 
-        ``state`` follows the reading in place. With ``max_contexts``, reading ends once no entry
-        may take more, if the shard ``may_stop_early`` (a shard before the one where a pass in one
-        process would end is read to its end). The last chunk ends where reading ended, even
-        without a sentence to encode, and its state is ``done``.
+        With ``max_contexts``, reading ends once no entry may take more (see
+        :class:`~.quotas.Allowance`). The last chunk ends where reading ended, even without a
+        sentence to encode, and is ``done``.
         """
-        stats, remaining = state.stats, state.remaining
+        state = task.state.without_leftover()
+        stats, shard = state.stats, state.shard
+        allowance = Allowance(task.allowance, state.taken)
         pending: list[MatchedSentence] = []
+        taken: list[int] = []
         end_bytes = 0
         marks = _Marks(self.corpus, stats)
-        for doc, mark in segment(self.nlp, marks.units(state.position, state.shard.stop)):
+        for doc, mark in segment(self.nlp, marks.units(state.position, shard.stop)):
             state.position, end_bytes = mark.position, mark.bytes_read
             marks.count_up_to(mark)
             for sentence in self.matcher(doc, mark.text):
                 stats.sentences += 1
-                kept = take_contexts(sentence.spans, remaining)
+                kept = allowance.take(sentence.spans)
                 if kept:
                     pending.append(MatchedSentence(sentence.text, kept))
+                    taken += [span[2] for span in kept]
                 else:
                     stats.sentences_without_entries += 1
-            if self.config.max_contexts and state.may_stop_early and not remaining.any():
+            if allowance.exhausted:
                 stats.stopped_early = True
                 break
             if len(pending) >= self.config.chunk_sentences:
-                yield self._chunk(pending, state, end_bytes)
-                pending = []
+                yield self._chunk(task.shard, pending, taken, state, end_bytes, False)
+                pending, taken = [], []
         else:
             marks.count_all()
             end_bytes = self.corpus.bytes_read
-        state.done = True
-        yield self._chunk(pending, state, end_bytes)
+        yield self._chunk(task.shard, pending, taken, state, end_bytes, True)
 
-    def count(self, shard: Shard, entries: int) -> np.ndarray:
-        """Occurrences of each entry in ``shard`` (matching only: no tokenizing)."""
-        counts = np.zeros(entries, dtype=np.int64)
-        units = ((text, text) for text, _ in self.corpus.units(shard.start, shard.stop))
+    def count(self, task: CountShard) -> Counted:
+        """Occurrences of each entry in a shard (matching only: no tokenizing)."""
+        found: list[int] = []
+        span = task.span
+        units = ((text, text) for text, _ in self.corpus.units(span.start, span.stop))
         for doc, text in segment(self.nlp, units):
             for sentence in self.matcher(doc, text):
-                for span in sentence.spans:
-                    counts[span[2]] += 1
-        return counts
+                found += [entry for _, _, entry in sentence.spans]
+        return Counted(task.shard, EntryCounts.of(found))
 
-    def _chunk(self, pending: list[MatchedSentence], state: ShardState, end_bytes: int) -> Chunk:
+    def _chunk(
+        self,
+        shard: int,
+        pending: list[MatchedSentence],
+        taken: list[int],
+        state: ShardState,
+        end_bytes: int,
+        done: bool,
+    ) -> Chunk:
         self.subwords.stats = EncodeStats()
         inputs = self.subwords.encode(pending)
         state.stats.add(self.subwords.stats)
-        return Chunk(inputs, state.snapshot(), self._into_shard(state.shard, end_bytes))
-
-    def batches(self, inputs: list[EncoderInput]) -> list[Batch]:
-        """``inputs`` in padded batches to this producer's token budget."""
-        return list(make_batches(inputs, self.batch_tokens, self.subwords.pad_id))
+        return Chunk(
+            shard,
+            inputs,
+            state.position,
+            replace(state.stats),
+            EntryCounts.of(taken),
+            done,
+            self._into_shard(state.shard, end_bytes),
+        )
 
     def _into_shard(self, shard: Shard, end_bytes: int) -> int:
         """Corpus bytes as bytes into ``shard``: the reader's buffer runs past a shard's end."""
-        files = getattr(self.corpus, "files", [])
-        if not files:  # texts in memory: their size is known only as they are read
+        if not isinstance(self.corpus, Corpus):  # texts: their size is known only as they are read
             return end_bytes
-        start, end = shard.byte_range(files)
+        start, end = shard_bytes(self.corpus, shard)
         return min(max(0, end_bytes - start), end - start)
 
 
@@ -142,6 +121,7 @@ class ProducerSetup:
     """What another process needs to build the same producer (sent once, picklable)."""
 
     files: list[str]
+    sizes: list[int]
     entries: list[str]
     tokenizer_json: str
     max_length: int
@@ -156,6 +136,7 @@ class ProducerSetup:
         """The setup of producers feeding ``encoder`` (same tokenizer, input limit and budget)."""
         return cls(
             files=[str(path) for path in corpus.files],
+            sizes=corpus.sizes,
             entries=list(vocab.entries),
             tokenizer_json=encoder.subwords.backend_json(),
             max_length=encoder.max_length,
@@ -174,7 +155,7 @@ class ProducerSetup:
         subwords = SubwordEncoder(
             Tokenizer.from_str(self.tokenizer_json), self.max_length, self.pad_id
         )
-        corpus = Corpus(self.files, config.text_field)
+        corpus = Corpus(self.files, config.text_field, sizes=self.sizes)
         return Producer(nlp, matcher, subwords, self.batch_tokens, corpus, config)
 
 
@@ -187,18 +168,6 @@ def needs_torch(config: DistillConfig) -> bool:
     return config.spacy_model is not None
 
 
-def take_contexts(
-    spans: list[tuple[int, int, int]], remaining: np.ndarray
-) -> list[tuple[int, int, int]]:
-    """Keep the occurrences whose entry has not reached ``max_contexts``, counting them down."""
-    kept = []
-    for span in spans:
-        if remaining[span[2]] > 0:
-            remaining[span[2]] -= 1
-            kept.append(span)
-    return kept
-
-
 @dataclass(frozen=True)
 class _Mark:
     """A unit's text and resume position, and the corpus counters up to and including it."""
@@ -207,6 +176,7 @@ class _Mark:
     position: Position
     text_units: int
     bad_bytes: int
+    lines_cut: int
     binary_files: int
     bytes_read: int
 
@@ -220,30 +190,29 @@ class _Marks:
 
     def __init__(self, corpus: Corpus | TextCorpus, stats: RunStats) -> None:
         self.corpus, self.stats = corpus, stats
-        self.before = (stats.text_units, stats.bad_bytes, list(stats.binary_files_skipped))
+        self.before = (stats.text_units, stats.bad_bytes, stats.lines_cut)
+        self.binary_before = list(stats.binary_files_skipped)
 
     def units(self, start: Position, stop: Position | None) -> Iterator[tuple[str, _Mark]]:
-        for number, (text, position) in enumerate(self.corpus.units(start, stop), start=1):
-            counts = (
-                number,
-                self.corpus.bad_bytes,
-                len(self.corpus.binary_files),
-                self.corpus.bytes_read,
-            )
-            yield text, _Mark(text, position, *counts)
+        corpus = self.corpus
+        for number, (text, position) in enumerate(corpus.units(start, stop), start=1):
+            counts = (corpus.bad_bytes, corpus.lines_cut, len(corpus.binary_files))
+            yield text, _Mark(text, position, number, *counts, corpus.bytes_read)
 
     def count_up_to(self, mark: _Mark) -> None:
-        self._count(mark.text_units, mark.bad_bytes, mark.binary_files)
+        self._count(mark.text_units, mark.bad_bytes, mark.lines_cut, mark.binary_files)
 
     def count_all(self) -> None:
         """At the end of the corpus: files after the last unit count too."""
-        self._count(self.stats.text_units - self.before[0], self.corpus.bad_bytes, None)
+        units = self.stats.text_units - self.before[0]
+        corpus = self.corpus
+        self._count(units, corpus.bad_bytes, corpus.lines_cut, len(corpus.binary_files))
 
-    def _count(self, units: int, bad_bytes: int, binary_files: int | None) -> None:
-        units_before, bad_before, binary_before = self.before
+    def _count(self, units: int, bad_bytes: int, lines_cut: int, binary_files: int) -> None:
+        units_before, bad_before, cut_before = self.before
         self.stats.text_units = units_before + units
         self.stats.bad_bytes = bad_before + bad_bytes
-        seen = len(self.corpus.binary_files) if binary_files is None else binary_files
-        if len(self.stats.binary_files_skipped) != len(binary_before) + seen:  # rare: not per unit
-            skipped = self.corpus.binary_files[:seen]
-            self.stats.binary_files_skipped = binary_before + [str(path) for path in skipped]
+        self.stats.lines_cut = cut_before + lines_cut
+        if len(self.stats.binary_files_skipped) != len(self.binary_before) + binary_files:
+            skipped = [str(path) for path in self.corpus.binary_files[:binary_files]]
+            self.stats.binary_files_skipped = self.binary_before + skipped

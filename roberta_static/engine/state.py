@@ -1,24 +1,24 @@
-"""The state of a pass: one value that a checkpoint saves and that shards' results merge into.
+"""The state of a pass: one value that a checkpoint saves and any engine resumes.
 
 A pass reads the corpus as shards (one shard, the whole corpus, in one process). Each shard's
-:class:`ShardState` says where reading resumes, the occurrences each entry may still take there,
-the producer's counters and the batches read but not yet summed. A :class:`PassState` adds the
-float64 sums and counts of the entries seen, and the encoder's counters. Merging the states of
-consecutive parts of a pass, in corpus order, gives the state of the whole.
+:class:`ShardState` says where reading resumes, the occurrences taken there so far, the
+producer's counters and the inputs read but not yet summed. A :class:`PassState` adds the float64
+sums and counts of the entries seen, the encoder's counters and, with ``max_contexts``, the
+:class:`~.quotas.QuotaPlan`. Nothing in it is per shard and per entry: a shard holds the entries
+that occur in it, and only while it is being read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
-from ..config import DistillConfig
 from ..model.batches import EncoderInput
 from ..progress import Work
-from ..text.corpus import Position, is_compressed
+from ..text.corpus import Corpus, Position, TextCorpus
 from ..text.shards import Shard
+from .quotas import EntryCounts, QuotaPlan
 from .stats import RunStats
 
 
@@ -29,55 +29,40 @@ class ShardState:
     Attributes:
         shard: The units it spans.
         position: Where reading resumes.
-        remaining: Occurrences each entry may still take in this shard.
-        quota: Occurrences each entry could take in it at the start (``max_contexts``' share).
+        taken: Occurrences taken in it so far, per entry (emptied once the shard is done and
+            summed: the pass's ``seen`` then holds its entries).
         stats: The producer's counters for the part read.
         done: Whether the shard is read to its end (or to where the pass stops early).
-        may_stop_early: Whether reading may end inside the shard once no entry may take more.
         leftover: Encoder inputs of the part read that are not summed yet.
 
     """
 
     shard: Shard
     position: Position
-    remaining: np.ndarray
-    quota: np.ndarray
+    taken: EntryCounts = field(default_factory=EntryCounts.none)
     stats: RunStats = field(default_factory=RunStats)
     done: bool = False
-    may_stop_early: bool = True
     leftover: list[EncoderInput] = field(default_factory=list)
 
     @classmethod
-    def fresh(
-        cls, shard: Shard, quota: np.ndarray, may_stop_early: bool = True, skipped: bool = False
-    ) -> ShardState:
+    def fresh(cls, shard: Shard, skipped: bool = False) -> ShardState:
         """A shard before it is read; a ``skipped`` one lies past where the pass stops."""
-        quota = quota.astype(np.int64)
-        return cls(
-            shard,
-            shard.start,
-            quota.copy(),
-            quota,
-            RunStats(stopped_early=skipped),
-            done=skipped,
-            may_stop_early=may_stop_early,
-        )
+        return cls(shard, shard.start, stats=RunStats(stopped_early=skipped), done=skipped)
 
-    def snapshot(self) -> ShardState:
-        """A copy the pass can go on changing this one after (no leftover)."""
-        copy = replace(self.stats)
-        return replace(self, remaining=self.remaining.copy(), stats=copy, leftover=[])
+    def without_leftover(self) -> ShardState:
+        """A copy to hand to a producer, which changes its counters as it reads."""
+        return replace(self, stats=replace(self.stats), leftover=[])
 
-    def bytes_done(self, files: list[Path]) -> int:
+    def bytes_done(self, corpus: Corpus | TextCorpus) -> int:
         """Bytes of the shard read so far (a shard skipped, or not begun: 0)."""
-        start, end = self.shard.byte_range(files)
+        start, end = shard_bytes(corpus, self.shard)
         if self.done and not self.stats.stopped_early:
             return end - start
-        return min(max(0, bytes_before(files, self.position) - start), end - start)
+        return min(max(0, offset_of(corpus, self.position) - start), end - start)
 
-    def work(self, files: list[Path]) -> Work:
+    def work(self, corpus: Corpus | TextCorpus) -> Work:
         """The bytes and sentences of the shard done."""
-        return Work(self.bytes_done(files), self.stats.sentences)
+        return Work(self.bytes_done(corpus), self.stats.sentences)
 
     @property
     def pending(self) -> bool:
@@ -87,10 +72,9 @@ class ShardState:
 
 @dataclass
 class PassState:
-    """Sums and counts of the entries seen, counters, and each shard's state.
+    """Sums and counts of the entries seen, counters, each shard's state, the quotas.
 
-    The sums are kept for the entries seen only (``rows``, ascending), so a shard's state is as
-    small as what it holds.
+    The sums are kept for the entries seen only (``rows``, ascending).
 
     Attributes:
         rows: The entries with a count, ascending.
@@ -99,6 +83,9 @@ class PassState:
         stats: The encoder side's counters (tokens, padded tokens, float32 re-runs) and the
             seconds of the runs before.
         shards: The shards, in corpus order.
+        seen: The entries that occur in the shards done (ascending; whether or not the encoder
+            could read them).
+        quotas: With ``max_contexts``, which occurrences each shard may take (``None``: all).
 
     """
 
@@ -107,36 +94,24 @@ class PassState:
     counts: np.ndarray
     stats: RunStats = field(default_factory=RunStats)
     shards: list[ShardState] = field(default_factory=list)
+    seen: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    quotas: QuotaPlan | None = None
 
     @classmethod
     def of_sums(
-        cls,
-        sums: np.ndarray,
-        counts: np.ndarray,
-        stats: RunStats | None = None,
-        shards: list[ShardState] | None = None,
+        cls, sums: np.ndarray, counts: np.ndarray, stats: RunStats | None = None, **parts: object
     ) -> PassState:
         """The state holding dense ``[entries, dim]`` sums and ``[entries]`` counts."""
         rows = np.flatnonzero(counts)
-        return cls(rows, sums[rows], counts[rows], stats or RunStats(), shards or [])
+        return cls(rows, sums[rows], counts[rows], stats or RunStats(), **parts)  # type: ignore[arg-type]
 
     @classmethod
-    def empty(cls, dim: int, shards: list[ShardState] | None = None) -> PassState:
+    def empty(
+        cls, dim: int, shards: list[ShardState], quotas: QuotaPlan | None = None
+    ) -> PassState:
         """Nothing summed yet."""
         none = np.zeros(0, dtype=np.int64)
-        return cls(none, np.zeros((0, dim)), none.copy(), RunStats(), shards or [])
-
-    def merge(self, later: PassState) -> PassState:
-        """The state of this part of a pass followed by ``later``: sums and counters add up."""
-        rows = np.union1d(self.rows, later.rows)
-        sums = np.zeros((len(rows), self.sums.shape[1]))
-        counts = np.zeros(len(rows), dtype=np.int64)
-        for part in (self, later):
-            at = np.searchsorted(rows, part.rows)
-            sums[at] += part.sums
-            counts[at] += part.counts
-        stats = RunStats.merged([self.stats, later.stats])
-        return PassState(rows, sums, counts, stats, self.shards + later.shards)
+        return cls(none, np.zeros((0, dim)), none.copy(), RunStats(), shards, quotas=quotas)
 
     def dense(self, entries: int) -> tuple[np.ndarray, np.ndarray]:
         """``[entries, dim]`` sums and ``[entries]`` counts."""
@@ -157,14 +132,15 @@ class PassState:
 
     def occurring(self, entries: int) -> np.ndarray:
         """Which entries occur in the part read (whether or not the encoder could read them)."""
-        taken = np.zeros(entries, dtype=np.int64)
+        found = np.zeros(entries, dtype=bool)
+        found[self.seen] = True
         for shard in self.shards:
-            taken += shard.quota - shard.remaining
-        return taken > 0
+            found[shard.taken.entries] = True
+        return found
 
-    def work(self, files: list[Path]) -> Work:
+    def work(self, corpus: Corpus | TextCorpus) -> Work:
         """Bytes and sentences done over all shards."""
-        return sum((shard.work(files) for shard in self.shards), Work())
+        return sum((shard.work(corpus) for shard in self.shards), Work())
 
     def read_up_to(self, files: int) -> Position:
         """The part of a corpus of ``files`` files that a resume needs unchanged.
@@ -177,14 +153,11 @@ class PassState:
         return self.shards[0].position
 
 
-def contexts_allowed(config: DistillConfig) -> int:
-    """Occurrences each entry may contribute: ``max_contexts``, or all of them when 0."""
-    return config.max_contexts or int(np.iinfo(np.int64).max)
+def offset_of(corpus: Corpus | TextCorpus, position: Position) -> int:
+    """Corpus bytes before ``position`` (texts in memory: none are known before they are read)."""
+    return corpus.offset_of(position) if isinstance(corpus, Corpus) else 0
 
 
-def bytes_before(files: list[Path], position: Position) -> int:
-    """Corpus bytes before ``position`` (inside a compressed file: before the file)."""
-    done = sum(path.stat().st_size for path in files[: position.file])
-    if position.file < len(files) and not is_compressed(files[position.file]):
-        done += position.offset
-    return done
+def shard_bytes(corpus: Corpus | TextCorpus, shard: Shard) -> tuple[int, int]:
+    """Where ``shard`` starts and ends, counted in bytes over the corpus's files in order."""
+    return offset_of(corpus, shard.start), offset_of(corpus, shard.stop)

@@ -17,7 +17,8 @@ class RunStats:
     corpus folders hold that was not read, with why (see ``text.files.CorpusFiles``).
     ``batches`` counts the encoder's batches; ``encoder_wait_seconds`` the time the encoder side
     waited for a batch to arrive (summed over encoders): a large share of ``seconds`` means the
-    CPU side cannot keep the encoder busy.
+    CPU side cannot keep the encoder busy. ``lines_cut`` counts the corpus lines longer than a
+    text unit's limit (``text.corpus.MAX_UNIT_BYTES``), each read as several units.
     """
 
     text_units: int = 0
@@ -35,6 +36,7 @@ class RunStats:
     batches_recomputed_float32: int = 0
     encoder_wait_seconds: float = 0.0
     bad_bytes: int = 0
+    lines_cut: int = 0
     stopped_early: bool = False
     binary_files_skipped: list[str] = field(default_factory=list)
     paths_skipped: dict[str, str] = field(default_factory=dict)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..config import DistillConfig
 from ..model.batches import Batch
 from ..model.encoder import Encoded, Encoder
@@ -36,27 +34,6 @@ def accumulate(
     stats.batches += 1
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
-
-
-def accumulate_rows(
-    vectors: Any,
-    encoded: Encoded,
-    batch: Batch,
-    rows: np.ndarray,
-    accumulator: Accumulator,
-    stats: RunStats,
-) -> None:
-    """Add the occurrence ``vectors`` of some ``rows`` of a batch, and count those rows' tokens.
-
-    The batch itself is not counted: a batch pooled from several shards' inputs is summed a
-    shard's rows at a time, and counted once.
-    """
-    # The occurrences in ``rows`` are known on the host: choosing them asks the device nothing.
-    entries = encoded.occurrences.entries
-    chosen = entries.new_tensor(np.flatnonzero(np.isin(batch.rows, rows)))
-    accumulator.add(vectors[chosen], entries[chosen])
-    stats.tokens += int(batch.attention_mask[rows].sum())
-    stats.padded_tokens += len(rows) * batch.input_ids.shape[1]
 
 
 def add_batch(

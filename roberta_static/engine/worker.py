@@ -14,41 +14,50 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..debug import keep_traceback
 from ..errors import CorpusError, RobertaStaticError
+from .messages import CountShard, EncodeShard, Failure, Message, Task
 
 if TYPE_CHECKING:
     from .producer import Producer, ProducerSetup
 
-Message = tuple[str, int, Any]  # ("chunk" | "counted" | "error" | "ready", shard index, payload)
+
+@dataclass(frozen=True)
+class Ready:
+    """A worker process's first message: its producer is built, it takes tasks from now on."""
+
+    pid: int
 
 
 def serve(
     producer: Producer,
-    entries: int,
-    task: Message,
+    task: Task,
     send: Callable[[Message], Any],
     hand_over: threading.Event | None = None,
-) -> Message | None:
+) -> Task | None:
     """Run one task, sending its messages: the counts, or each chunk (the last one ``done``).
 
     Once ``hand_over`` is set, a shard task stops after the chunk in hand and returns the rest of
     the shard as a task for another feeder (it goes on from there as a resumed shard would).
     """
-    kind, index, payload = task
     try:
-        if kind == "count":
-            send(("counted", index, producer.count(payload, entries)))
+        if isinstance(task, CountShard):
+            send(producer.count(task))
             return None
-        for chunk in producer.chunks(payload):
-            send(("chunk", index, chunk))
-            if hand_over is not None and hand_over.is_set() and not chunk.state.done:
-                return ("encode", index, chunk.state.snapshot())
+        taken = task.state.taken
+        for chunk in producer.chunks(task):
+            send(chunk)
+            taken = taken + chunk.taken
+            if hand_over is not None and hand_over.is_set() and not chunk.done:
+                state = replace(task.state, position=chunk.position, taken=taken, stats=chunk.stats)
+                return EncodeShard(task.shard, state, task.allowance)
     except RobertaStaticError as error:
-        send(("error", index, error))
+        send(Failure(task.shard, keep_traceback(error, error)))
     except Exception as error:  # noqa: BLE001 (reaches the user as one line)
-        send(("error", index, worker_failure(error)))
+        send(Failure(task.shard, worker_failure(error)))
     return None
 
 
@@ -58,8 +67,6 @@ def worker_failure(error: BaseException) -> CorpusError:
     It keeps the traceback of ``error`` here, which ``--debug`` shows (see
     :mod:`roberta_static.debug`).
     """
-    from ..debug import keep_traceback
-
     return keep_traceback(CorpusError(f"worker failed: {type(error).__name__}: {error}"), error)
 
 
@@ -68,8 +75,8 @@ def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> N
 
     ``without_torch``: the producer needs no torch (spaCy's blank pipeline and sentencizer,
     the ``tokenizers`` library), so none is imported. spaCy's thinc imports torch whenever it is
-    installed, about half of a worker's start-up (1 of 2 CPU seconds on the 2-core machine),
-    which a short run on few cores pays in full.
+    installed, a large part of a worker's start-up, which a short run on few cores pays in
+    full.
     """
     # Ctrl-C reaches the whole process group; the main process decides how the run stops. It
     # started this process with SIGINT blocked, so one sent meanwhile is dropped here.
@@ -87,17 +94,16 @@ def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> N
     # What this process holds now lives as long as it: full collections need not walk it (see
     # .collector).
     gc.freeze()
-    results.put(("ready", -1, os.getpid()))
+    results.put(Ready(os.getpid()))
     while (task := tasks.get()) is not None:
-        serve(producer, len(setup.entries), task, results.put)
+        serve(producer, task, results.put)
 
 
 def worker_process(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
     """A worker process's whole life: :func:`worker_main`, then an exit without teardown.
 
-    A spawned process ends by tearing its interpreter down, spaCy's modules and objects (0.14-0.21 s
-    on an idle machine, see THROUGHPUT.md), which the end of a run would wait for. Once its
-    messages are flushed, nothing of a worker needs it.
+    A spawned process ends by tearing its interpreter down, spaCy's modules and objects, which the
+    end of a run would wait for. Once its messages are flushed, nothing of a worker needs it.
     """
     worker_main(setups, tasks, results, without_torch)
     results.close()

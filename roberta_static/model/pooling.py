@@ -118,6 +118,14 @@ class Accumulator:
         """The sums (float64) and counts, as numpy: a value that adds up across accumulators."""
         return self.sums.cpu().double().numpy(), self.counts.cpu().numpy()
 
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries summed since the last take, with their sums and counts; zeroed here."""
+        rows = torch.nonzero(self.counts).flatten()
+        sums, counts = self.sums[rows].cpu().double().numpy(), self.counts[rows].cpu().numpy()
+        self.sums[rows] = 0
+        self.counts[rows] = 0
+        return rows.cpu().numpy(), sums, counts
+
     def add(self, vectors: torch.Tensor, entries: torch.Tensor) -> None:
         """Add ``[n, dim]`` occurrence vectors to the sums of their ``entries``, and count them."""
         self.sums.index_add_(0, entries, vectors.to(self.sums.dtype))

@@ -7,12 +7,13 @@ import codecs
 import functools
 import gzip
 import hashlib
+import itertools
 import json
 import lzma
 import os
 import unicodedata
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,14 +181,26 @@ class Corpus:
 
     """
 
-    def __init__(self, paths: Iterable[str | os.PathLike], text_field: str = "text") -> None:
-        listing = find_corpus_files(paths)
-        self.files = listing.files
-        self.skipped = listing.skipped
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike],
+        text_field: str = "text",
+        sizes: Sequence[int] | None = None,
+    ) -> None:
+        """Read ``paths``; ``sizes``: those of the files they are (already listed), in order."""
+        if sizes is None:
+            listing = find_corpus_files(paths)
+            self.files, sizes, self.skipped = listing.files, listing.sizes, listing.skipped
+        else:
+            self.files, self.skipped = [Path(path) for path in paths], {}
         self.text_field = text_field
-        self.total_bytes = sum(f.stat().st_size for f in self.files)
+        # Where each file starts in the corpus's bytes (and where the last one ends), from one
+        # listing: progress, shards and positions never measure the files again.
+        self.starts = [0, *itertools.accumulate(sizes)]
+        self.total_bytes = self.starts[-1]
         self.bytes_read = 0
         self.bad_bytes = 0
+        self.lines_cut = 0
         self.binary_files: list[Path] = []
 
     def __iter__(self) -> Iterator[str]:
@@ -196,9 +209,23 @@ class Corpus:
     def __str__(self) -> str:
         return corpus_name(self.files)
 
+    @property
+    def sizes(self) -> list[int]:
+        """Each file's size in bytes, as listed."""
+        return [end - start for start, end in itertools.pairwise(self.starts)]
+
     def describe(self) -> list[dict[str, Any]]:
         """Path and size of each file, for ``meta.json``."""
-        return [{"path": str(f), "bytes": f.stat().st_size} for f in self.files]
+        return [
+            {"path": str(f), "bytes": size} for f, size in zip(self.files, self.sizes, strict=True)
+        ]
+
+    def offset_of(self, position: Position) -> int:
+        """Corpus bytes before ``position`` (inside a compressed file: before the file)."""
+        done = self.starts[min(position.file, len(self.files))]
+        if position.file < len(self.files) and not is_compressed(self.files[position.file]):
+            done += position.offset
+        return done
 
     def units(
         self, start: Position = START, stop: Position | None = None
@@ -208,8 +235,8 @@ class Corpus:
         ``stop`` (exclusive) is the start of a record, as a shard plan cuts a file
         (:mod:`roberta_static.text.shards`).
         """
-        self.bytes_read = sum(f.stat().st_size for f in self.files[: start.file])
-        self.bad_bytes = 0
+        self.bytes_read = self.starts[start.file]
+        self.bad_bytes = self.lines_cut = 0
         self.binary_files = []
         last = len(self.files) if stop is None else min(stop.file + 1, len(self.files))
         for index in range(start.file, last):
@@ -228,17 +255,22 @@ class Corpus:
                     for text, position in self._file_units(path, stream, resume, end):
                         self.bytes_read = done + raw.tell()
                         yield text, Position(index, position.offset, position.line, position.skip)
-            self.bytes_read = sum(f.stat().st_size for f in self.files[: index + 1])
+            self.bytes_read = self.starts[index + 1]
 
     def _file_units(
         self, path: Path, stream: IO[bytes], start: Position, end: int | None = None
     ) -> Iterator[tuple[str, Position]]:
+        # A line longer than MAX_UNIT_BYTES comes as several records: it counts once cut, at its
+        # last record (one that starts a read may continue such a line).
+        in_cut_line = start.offset > 0 and _byte_before(stream, start.offset) != b"\n"
         stream.seek(start.offset)
         jsonl = is_jsonl(path)
         line = start.line
-        for offset, record in _records(stream, start.offset, whole_lines=jsonl):
+        for offset, record, ends_line in _records(stream, start.offset, whole_lines=jsonl):
             if end is not None and offset >= end:
                 return
+            self.lines_cut += ends_line and in_cut_line
+            in_cut_line = not ends_line
             if offset == 0:
                 record = record.removeprefix(codecs.BOM_UTF8)
             text, bad = decode(record.rstrip(b"\r\n"))
@@ -251,6 +283,7 @@ class Corpus:
             # A lone CR ends a line too (old Mac files, mixed-newline exports).
             pieces = list(split_long(text)) if jsonl else text.split("\r")
             first = start.skip if offset == start.offset else 0
+            self.lines_cut += jsonl and first == 0 and len(pieces) > 1
             for number in range(first, len(pieces)):
                 if pieces[number].strip():
                     yield pieces[number], Position(0, offset, line, number + 1)
@@ -302,6 +335,7 @@ class TextCorpus:
         self.total_bytes = 0  # unknown until read
         self.bytes_read = 0
         self.bad_bytes = 0
+        self.lines_cut = 0
         self.binary_files: list[Path] = []
         self._started = False
 
@@ -327,12 +361,14 @@ class TextCorpus:
                 "texts: a generator can be read only once; pass a list or another re-iterable"
             )
         self._started = True
-        self.bytes_read = 0
+        self.bytes_read = self.lines_cut = 0
         for index, text in enumerate(self.texts):
             if not isinstance(text, str):
                 raise CorpusError(f"texts: item {index} is {type(text).__name__}, expected str")
             self.bytes_read += len(text.encode("utf-8"))
-            for number, piece in enumerate(split_long(normalize_text(text)), start=1):
+            pieces = list(split_long(normalize_text(text)))
+            self.lines_cut += len(pieces) > 1
+            for number, piece in enumerate(pieces, start=1):
                 if piece.strip():
                     yield piece, Position(0, index, index + 1, number)
 
@@ -366,8 +402,20 @@ def _looks_binary(stream: IO[bytes], offset: int) -> bool:
     return binary
 
 
-def _records(stream: IO[bytes], offset: int, whole_lines: bool) -> Iterator[tuple[int, bytes]]:
-    """Lines with the offset where each starts; without ``whole_lines`` long ones are cut."""
+def _byte_before(stream: IO[bytes], offset: int) -> bytes:
+    """The byte just before ``offset`` (the stream is left there)."""
+    stream.seek(offset - 1)
+    return stream.read(1)
+
+
+def _records(
+    stream: IO[bytes], offset: int, whole_lines: bool
+) -> Iterator[tuple[int, bytes, bool]]:
+    """Lines with the offset where each starts; without ``whole_lines`` long ones are cut.
+
+    Yields ``(offset, record, ends_line)``: ``ends_line`` is False for a piece of a cut line
+    that more of the line follows.
+    """
     buffer = b""
     while True:
         # A cut leaves less than half a unit in the buffer, so there is always room to read.
@@ -376,8 +424,9 @@ def _records(stream: IO[bytes], offset: int, whole_lines: bool) -> Iterator[tupl
         if not chunk or buffer.endswith(b"\n") or len(buffer) >= MAX_UNIT_BYTES:
             if not buffer:
                 return
-            cut = len(buffer) if not chunk or buffer.endswith(b"\n") else _cut_point(buffer)
-            yield offset, buffer[:cut]
+            whole = not chunk or buffer.endswith(b"\n")
+            cut = len(buffer) if whole else _cut_point(buffer)
+            yield offset, buffer[:cut], whole
             offset += cut
             buffer = buffer[cut:]
 
@@ -426,7 +475,8 @@ def corpus_identity(files: list[Path], position: Position) -> list[dict[str, Any
     return identities
 
 
-@functools.lru_cache(maxsize=4096)
+# Every file's digest is kept for the run: a corpus of many files is checkpointed again and again.
+@functools.cache
 def _sampled_digest(path: Path, end: int, mtime_ns: int) -> str:
     """SHA-256 of the first and last 64 kB of ``path[:end]`` (``mtime_ns`` keys the cache)."""
     digest = hashlib.sha256()

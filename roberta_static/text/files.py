@@ -24,6 +24,8 @@ class CorpusFiles:
 
     Attributes:
         files: Each file named, and each file in a folder named (recursively, sorted).
+        sizes: Each file's size in bytes when listed (one ``stat`` per file: a corpus of many
+            files is never measured again).
         skipped: Each entry of those folders left unread, with why: a folder roberta-static
             wrote (:data:`OWN_OUTPUT`: its outputs are never corpus), a pipe, socket or device,
             a broken symbolic link, a link to a folder (not followed), an unreadable folder.
@@ -32,6 +34,7 @@ class CorpusFiles:
     """
 
     files: list[Path]
+    sizes: list[int]
     skipped: dict[Path, str] = field(default_factory=dict)
 
 
@@ -46,7 +49,7 @@ def find_corpus_files(paths: Iterable[str | os.PathLike]) -> CorpusFiles:
             folder holds no file to read; no path is given.
 
     """
-    files: list[Path] = []
+    files: list[tuple[Path, int]] = []
     skipped: dict[Path, str] = {}
     for raw in paths:
         path = Path(raw)
@@ -54,16 +57,25 @@ def find_corpus_files(paths: Iterable[str | os.PathLike]) -> CorpusFiles:
             found, left = _corpus_folder(path)
             files.extend(found)
             skipped.update(left)
-        elif path.is_file():
-            files.append(path)
+        elif (size := _file_size(path)) is not None:
+            files.append((path, size))
         else:
             raise _not_a_corpus(path)
     if not files:
         raise CorpusError("no corpus path given")
-    return CorpusFiles(files, skipped)
+    return CorpusFiles([path for path, _ in files], [size for _, size in files], skipped)
 
 
-def _corpus_folder(folder: Path) -> tuple[list[Path], dict[Path, str]]:
+def _file_size(path: Path) -> int | None:
+    """The size of a regular file (following links); None for anything else."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
+def _corpus_folder(folder: Path) -> tuple[list[tuple[Path, int]], dict[Path, str]]:
     """The files a folder named as corpus holds, and what it leaves unread.
 
     Raises:
@@ -91,9 +103,9 @@ def _not_a_corpus(path: Path) -> CorpusError:
     return CorpusError(f"{path}: no such file or folder")
 
 
-def _folder_files(folder: Path) -> tuple[list[Path], dict[Path, str]]:
-    """The files under ``folder``, sorted, and the entries not read, with why."""
-    found: list[Path] = []
+def _folder_files(folder: Path) -> tuple[list[tuple[Path, int]], dict[Path, str]]:
+    """The files under ``folder`` with their sizes, sorted, and the entries not read, with why."""
+    found: list[tuple[Path, int]] = []
     skipped: dict[Path, str] = {}
 
     def unreadable(error: OSError) -> None:
@@ -110,8 +122,8 @@ def _folder_files(folder: Path) -> tuple[list[Path], dict[Path, str]]:
                 skipped[path] = why
         folders[:] = kept  # os.walk goes into these only
         for path in _visible(here, names):
-            if path.is_file():
-                found.append(path)
+            if (size := _file_size(path)) is not None:
+                found.append((path, size))
             else:
                 skipped[path] = _not_read(path)
     return sorted(found), dict(sorted(skipped.items()))

@@ -1,13 +1,16 @@
 """Cut a corpus into shards that worker processes read independently.
 
 The plan depends on the files alone, never on the number of workers (a checkpoint keeps it, so a
-run stopped with one worker count resumes exactly with another). A compressed file is one shard
-(a decompressor cannot start mid-stream); a plain file larger than ``shard_bytes`` is cut at line
-ends, and each piece knows the line number it starts at, so errors name the right line.
+run stopped with one worker count resumes exactly with another). Consecutive files share a shard
+until it holds about ``shard_bytes``, so a folder of many small documents makes a few shards, not
+one per file; a compressed file is never cut (a decompressor cannot start mid-stream); a plain
+file is cut at line ends, and each piece knows the line number it starts at, so errors name the
+right line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,42 +29,41 @@ class Shard:
     start: Position
     stop: Position
 
-    def byte_range(self, files: list[Path]) -> tuple[int, int]:
-        """Where the shard starts and ends, counted in bytes over all the files in order."""
-        sizes = [path.stat().st_size for path in files[: max(self.start.file, self.stop.file)]]
-        start = sum(sizes[: self.start.file]) + self.start.offset
-        return start, sum(sizes[: self.stop.file]) + self.stop.offset
 
-
-def plan_shards(files: list[Path], shard_bytes: int | None = None) -> list[Shard]:
-    """Shards of ``files`` in corpus order: whole files, and large plain files cut at line ends.
+def plan_shards(
+    files: Sequence[Path], shard_bytes: int | None = None, *, sizes: Sequence[int] | None = None
+) -> list[Shard]:
+    """Shards of ``files`` in corpus order, each of about ``shard_bytes``.
 
     ``shard_bytes`` defaults to a size that cuts the corpus into about ``TARGET_SHARDS`` shards,
-    between ``MIN_SHARD_BYTES`` and ``SHARD_BYTES``.
+    between ``MIN_SHARD_BYTES`` and ``SHARD_BYTES``. ``sizes``: the files' sizes, if known.
     """
+    if sizes is None:
+        sizes = [path.stat().st_size for path in files]
     if shard_bytes is None:
-        total = sum(path.stat().st_size for path in files)
-        shard_bytes = min(SHARD_BYTES, max(MIN_SHARD_BYTES, total // TARGET_SHARDS))
-    shards = []
-    for index, path in enumerate(files):
-        starts = [(0, 1)] if is_compressed(path) else _line_cuts(path, shard_bytes)
-        ends = [Position(index, offset, line, 0) for offset, line in starts[1:]]
-        ends.append(Position(index + 1, 0, 1, 0))
-        shards += [
-            Shard(Position(index, offset, line, 0), stop)
-            for (offset, line), stop in zip(starts, ends, strict=True)
-        ]
-    return shards
+        shard_bytes = min(SHARD_BYTES, max(MIN_SHARD_BYTES, sum(sizes) // TARGET_SHARDS))
+    cuts = [Position(0, 0, 1, 0)]  # where each shard starts
+    room = shard_bytes  # bytes the shard being planned may still take
+    for index, (path, size) in enumerate(zip(files, sizes, strict=True)):
+        cut = size > room and not is_compressed(path)
+        pieces = _line_cuts(path, size, first=room, then=shard_bytes) if cut else []
+        cuts += [Position(index, offset, line, 0) for offset, line in pieces]
+        room = shard_bytes - (size - pieces[-1][0]) if pieces else room - size
+        if room <= 0 and index + 1 < len(files):
+            cuts.append(Position(index + 1, 0, 1, 0))
+            room = shard_bytes
+    stops = [*cuts[1:], Position(len(files), 0, 1, 0)]
+    return [Shard(start, stop) for start, stop in zip(cuts, stops, strict=True)]
 
 
-def _line_cuts(path: Path, shard_bytes: int) -> list[tuple[int, int]]:
-    """``(offset, line)`` where each piece of a plain file starts.
+def _line_cuts(path: Path, size: int, first: int, then: int) -> list[tuple[int, int]]:
+    """``(offset, line)`` of the line starts that cut a plain file into pieces.
 
-    A piece ends at the first line end past a multiple of ``shard_bytes`` from its start.
+    The first cut is at the first line end at or past ``first``, each later one at the first line
+    end at least ``then`` bytes after the one before. No cut at the file's end.
     """
-    cuts = [(0, 1)]
-    offset, line, target = 0, 1, shard_bytes
-    size = path.stat().st_size
+    cuts: list[tuple[int, int]] = []
+    offset, line, target = 0, 1, max(first, 1)
     with open(path, "rb") as handle:
         while block := handle.read(_READ_BYTES):
             start = 0
@@ -73,7 +75,7 @@ def _line_cuts(path: Path, shard_bytes: int) -> list[tuple[int, int]]:
                 start = newline + 1
                 if offset + start < size:
                     cuts.append((offset + start, line))
-                target = offset + start + shard_bytes
+                target = offset + start + then
             line += block.count(b"\n", start)
             offset += len(block)
     return cuts

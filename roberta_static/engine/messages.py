@@ -1,0 +1,109 @@
+"""What the pass loop and the CPU side say to each other, whichever engine carries it.
+
+The loop sends shard tasks (:data:`Task`); whatever runs them (a thread, worker processes, Ray
+tasks) answers each with :data:`Message` values: the chunks of a shard in order, the last one
+``done``; a shard's counts; or the failure that ended a task. Plain data, numpy and picklable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import RobertaStaticError
+from ..model.batches import EncoderInput, pack_inputs, unpack_inputs
+from ..progress import Work
+from ..text.corpus import Position
+from ..text.shards import Shard
+from .quotas import EntryCounts
+from .state import ShardState
+from .stats import RunStats
+
+
+@dataclass(frozen=True)
+class EncodeShard:
+    """Read a shard from where its state says, taking at most ``allowance`` of each entry.
+
+    ``allowance``: per entry (see :meth:`~.quotas.QuotaPlan.allowance`); ``None``: all.
+    """
+
+    shard: int
+    state: ShardState
+    allowance: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class CountShard:
+    """Count each entry's occurrences in a shard (matching only)."""
+
+    shard: int
+    span: Shard
+
+
+Task = EncodeShard | CountShard
+
+
+@dataclass
+class Chunk:
+    """The encoder inputs of a chunk of a shard's sentences, and the shard's state after them.
+
+    Attributes:
+        shard: The shard's number.
+        inputs: The sentences to encode, with their occurrences.
+        position: Where reading resumes after the chunk.
+        stats: The producer's counters for the shard up to the chunk's end.
+        taken: The occurrences the chunk took.
+        done: Whether the shard ends with this chunk.
+        end_bytes: The shard's bytes up to the chunk's last unit (to the end of what was read,
+            for the last chunk).
+
+    """
+
+    shard: int
+    inputs: list[EncoderInput]
+    position: Position
+    stats: RunStats
+    taken: EntryCounts
+    done: bool
+    end_bytes: int
+
+    @property
+    def end(self) -> Work:
+        """The bytes and sentences of the shard once this chunk is summed."""
+        return Work(self.end_bytes, self.stats.sentences)
+
+    # Worker processes hand chunks over pickled: its inputs as four flat arrays, not two arrays
+    # per sentence, whose unpickling held up the encoder's process (see feed.py's hand-over).
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "inputs": pack_inputs(self.inputs)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, inputs=unpack_inputs(state["inputs"]))
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The occurrences of each entry in a shard."""
+
+    shard: int
+    counts: EntryCounts
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The error that ended a shard's task, to be raised where the loop receives it."""
+
+    shard: int
+    error: RobertaStaticError
+
+
+Message = Chunk | Counted | Failure
+
+
+def raise_failure(message: Message) -> Chunk | Counted:
+    """The message, unless it is a task's failure, whose error is raised."""
+    if isinstance(message, Failure):
+        raise message.error
+    return message

@@ -1,0 +1,119 @@
+"""The Ray cluster a pass runs on: Ray imported, the cluster joined or started, its errors.
+
+Ray writes its own log lines to the terminal (a warning about token authentication, an
+error-level line when an actor's arguments are large, ...) on runs that go well; to a user they
+read as failures. They are kept to fatal errors unless debugging is on (``--debug``, see
+:mod:`roberta_static.debug`); a run that fails still says why in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+from ...config import DistillConfig
+from ...debug import debugging
+from ...errors import ConfigError, RobertaStaticError, install_hint
+from ...stopping import Checkpointing
+from ..worker import worker_failure
+
+_CONNECT_SECONDS = 5
+# Ray's C++ side reads its log level from the environment when its processes start.
+_QUIET_ENVIRONMENT = {"RAY_BACKEND_LOG_LEVEL": "fatal", "RAY_LOG_TO_STDERR": "0"}
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            f"the Ray engine needs Ray: {install_hint('ray')}", field="engine"
+        ) from None
+    return ray
+
+
+def check_cluster(config: DistillConfig) -> Any:
+    """Before the model loads: Ray is installed, and ``ray_address`` answers; returns ``ray``."""
+    ray = import_ray()
+    if config.ray_address is not None and not ray.is_initialized():
+        _check_reachable(config.ray_address)
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a ``HOST:PORT`` that nothing answers on: Ray would retry it for minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return  # auto, or a scheme Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_SECONDS).close()
+    except OSError as error:
+        raise ConfigError(
+            f"nothing answers at {address} ({error.strerror or error}); start the cluster with "
+            "`ray start --head` and pass the address it prints, or auto",
+            field="ray_address",
+        ) from None
+
+
+@contextmanager
+def connected(ray: Any, address: str | None, checkpointing: Checkpointing | None) -> Iterator[None]:
+    """Ray as this process is connected to it, or joined (or started) for the run."""
+    if ray.is_initialized():
+        yield
+        return
+    # Ray's start-up cut short by a stop leaves its agent processes running: a stop waits for it.
+    starting = checkpointing.uninterrupted() if checkpointing is not None else nullcontext()
+    verbose = debugging()
+    quiet = {} if verbose else _QUIET_ENVIRONMENT
+    try:
+        with starting, _environment(quiet):
+            ray.init(
+                address=address,
+                logging_level=logging.INFO if verbose else logging.ERROR,
+                log_to_driver=verbose,
+                include_dashboard=False,
+            )
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        where = address or "a new local cluster"
+        raise ConfigError(f"cannot start Ray at {where}: {error}", field="ray_address") from None
+    except BaseException:
+        ray.shutdown()  # stopped once started, or a second Ctrl-C: leave no Ray process behind
+        raise
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """Environment variables set while the block runs (Ray's processes start inside it)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def values(ray: Any, refs: list[Any]) -> list[Any]:
+    """The values of ``refs`` (ready ones); a task's error is raised as the error it raised."""
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as error:
+        cause = error.cause
+        if isinstance(cause, RobertaStaticError):
+            raise cause from None
+        raise worker_failure(cause) from None
+    except ray.exceptions.RayError as error:  # an actor that cannot start, a lost node
+        problem = str(error).strip().splitlines()[0]
+        raise ConfigError(f"the Ray cluster failed: {problem}", field="engine") from None

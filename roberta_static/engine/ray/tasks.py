@@ -1,0 +1,109 @@
+"""The Ray engine's feeder: shard tasks on the cluster's CPUs, their messages back to the loop.
+
+A shard is read by a Ray generator task, which yields its chunks as it makes them (a few ahead
+at most), and counted by a plain task. Ray runs a killed task again; a generator task's replay
+yields the same chunks, and Ray hands the loop only those it has not had.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ...debug import keep_traceback
+from ...errors import RobertaStaticError
+from ..messages import Chunk, Counted, CountShard, EncodeShard, Task
+from ..producer import Producer, ProducerSetup
+from ..worker import worker_failure
+from .cluster import values
+
+_CHUNKS_AHEAD = 4  # chunks a shard task makes before the loop takes them
+
+# Worker side: Ray reuses worker processes, so a producer is built once per run and process.
+_producers: dict[str, Producer] = {}
+
+
+def _producer(run: str, setup: ProducerSetup) -> Producer:
+    if run not in _producers:
+        # A shard task holds one CPU: Ray sets OMP_NUM_THREADS to 1, and the subword tokenizer
+        # must not spread a batch over every core either. (A runtime_env would say the same, at
+        # the cost of fresh worker processes.)
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        _producers.clear()
+        _producers[run] = setup.producer()
+    return _producers[run]
+
+
+def count_shard(run: str, setup: ProducerSetup, task: CountShard) -> Counted:
+    """A Ray task: occurrences of each entry in one shard (for the quotas)."""
+    with _one_line_errors():
+        return _producer(run, setup).count(task)
+
+
+def produce_shard(run: str, setup: ProducerSetup, task: EncodeShard) -> Iterator[Chunk]:
+    """A Ray generator task: the shard's chunks, the last one ``done``."""
+    with _one_line_errors():
+        yield from _producer(run, setup).chunks(task)
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """A task's errors as one line, each keeping the traceback in the task (see ``--debug``)."""
+    try:
+        yield
+    except RobertaStaticError as error:
+        keep_traceback(error, error)
+        raise
+    except Exception as error:  # noqa: BLE001 (reaches the user as one line)
+        raise worker_failure(error) from None
+
+
+class RayFeeder:
+    """Shard tasks on a Ray cluster, one CPU each; ``capacity``: the CPUs they may hold."""
+
+    def __init__(self, ray: Any, setup: ProducerSetup, capacity: int) -> None:
+        self.ray, self.capacity = ray, capacity
+        self.run = uuid.uuid4().hex
+        self.setup = ray.put(setup)
+        task = ray.remote(num_cpus=1, max_retries=3)
+        self.count_task = task(count_shard)
+        self.produce_task = ray.remote(
+            num_cpus=1, max_retries=3, _generator_backpressure_num_objects=_CHUNKS_AHEAD
+        )(produce_shard)
+        self.running: dict[Any, Task] = {}  # a task's reference (or generator) and the task
+
+    def submit(self, task: Task) -> None:
+        """Start a task on the cluster."""
+        start = self.count_task if isinstance(task, CountShard) else self.produce_task
+        self.running[start.remote(self.run, self.setup, task)] = task
+
+    def receive(self, timeout: float) -> Chunk | Counted | None:
+        """The next message of any running task, or None after ``timeout``."""
+        if not self.running:
+            time.sleep(timeout)
+            return None
+        ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=timeout)
+        if not ready:
+            return None
+        running = ready[0]
+        if not isinstance(self.running[running], EncodeShard):
+            del self.running[running]
+            return values(self.ray, [running])[0]
+        try:
+            chunk = values(self.ray, [next(running)])[0]
+        except StopIteration:  # its last chunk came before
+            del self.running[running]
+            return None
+        if chunk.done:
+            del self.running[running]
+        return chunk
+
+    def close(self) -> None:
+        """Cancel the tasks still running."""
+        for running in self.running:
+            self.ray.cancel(running)
+        self.running.clear()
