@@ -158,7 +158,7 @@ def distill_command(
                 )
         _warn(vectors.meta["stats"])
         if not quiet:
-            _summarise(vectors.meta["stats"], out)
+            _summarise(vectors.meta, out)
 
 
 def _check_engine_options(ctx: typer.Context, config: DistillConfig) -> None:
@@ -252,7 +252,8 @@ def _stopped_before_any_batch(out: Path, resumed: bool) -> str:
     return "stopped before any batch was encoded; nothing was saved"
 
 
-def _summarise(stats: dict, out: Path) -> None:
+def _summarise(meta: dict, out: Path) -> None:
+    stats, model = meta["stats"], meta["model"]
     seconds = max(stats["seconds"], 1e-9)
     filled = f", {stats['entries_filled']:,} filled" if stats["entries_filled"] else ""
     typer.echo(
@@ -262,6 +263,7 @@ def _summarise(stats: dict, out: Path) -> None:
         f"{stats['split_sentences']:,} sentences split); {stats['tokens']:,} tokens in "
         f"{seconds:.1f} s ({stats['tokens'] / seconds:,.0f} tokens/s)"
     )
+    typer.echo(f"encoder: {model['dtype']} on {model['device']} ({model['dtype_reason']})")
     for key, what in (
         ("entries_not_found", "not found in the corpus"),
         ("entries_not_encoded", "found, but too long for the model's input (or without subwords)"),

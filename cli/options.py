@@ -57,7 +57,7 @@ WORKERS = Opt("auto", callback=_workers, help="Processes that read, segment, mat
 ENGINE = Opt(default("engine"), help="local: this machine (--workers, --device); ray: a Ray cluster (needs the ray extra, see README), shard tasks on its CPUs feeding encoder actors")
 RAY_ADDRESS = Opt(None, "--ray-address", help="With --engine ray: the cluster to join, auto or HOST:PORT", show_default="a new local cluster")
 ENCODERS = Opt(None, min=least("encoders"), help="With --engine ray: encoder actors", show_default="one per GPU, or 1 without GPUs")
-DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA, float32 elsewhere")
+DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA and on a CPU with bfloat16 units (AMX, AVX512-BF16), float32 elsewhere")
 CASE = Opt(default("case"), help="lower: match and store entries lower-cased; keep: exact case")
 LANG = Opt(default("lang"), help="Language of the blank spaCy pipeline used to split sentences and words")
 SPACY_MODEL = Opt(None, help="Installed spaCy pipeline (name or path) to segment with instead")

@@ -163,7 +163,9 @@ class DistillConfig:
         ray_address: The Ray cluster to join (``auto``, ``HOST:PORT``); unset: the one this
             process is connected to, or a new local one.
         encoders: Encoder actors on a Ray cluster (default: one per GPU, or 1 without GPUs).
-        dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
+        dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and on a CPU with bfloat16
+            units (AMX, AVX512-BF16), float32 elsewhere (see
+            :func:`~roberta_static.model.precision.resolve_precision`).
         case: ``lower`` matches and stores entries lower-cased; ``keep`` matches exactly.
         lang: Language of the blank spaCy pipeline used for segmentation.
         spacy_model: An installed spaCy pipeline (name or path) to segment with instead.
