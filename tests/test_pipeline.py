@@ -204,6 +204,22 @@ def test_auto_on_a_cpu_without_bfloat16_units_is_exactly_float32(
     np.testing.assert_array_equal(auto.vectors, full.vectors)
 
 
+def test_int8_linear_layers_stay_close_to_float32(
+    roberta_dir, corpus_file, vocab_file, monkeypatch
+):
+    fake_cpu(monkeypatch, AMX)  # auto would be bfloat16 without int8
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", quantize="int8")
+    model, tokenizer = load_pretrained(config)
+    texts, vocab = resolve_inputs(corpus_file, vocab_file, config)
+    quantized = distill_from_model(model, tokenizer, texts, vocab, config)
+    full = distill(corpus_file, vocab_file, config.replace(quantize="none", dtype="float32"))
+    assert quantized.meta["model"]["dtype"] == "float32"
+    assert quantized.meta["config"]["quantize"] == "int8"
+    assert type(model.encoder.layer[0].intermediate.dense) is torch.nn.Linear  # the caller's
+    cosine = cosines(full.vectors, quantized.vectors)
+    assert cosine.min() > 0.95 and not np.array_equal(full.vectors, quantized.vectors)
+
+
 def overflow_in_half_precision(module, args, output):
     """Forward hook: the block's output turns to Inf whenever it runs in bfloat16."""
     hidden = output[0] if isinstance(output, tuple) else output

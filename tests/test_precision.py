@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from roberta_static.errors import ConfigError
 from roberta_static.model import precision
-from roberta_static.model.precision import cpu_bfloat16_units, resolve_precision
+from roberta_static.model.precision import (
+    cpu_bfloat16_units,
+    quantize_int8,
+    resolve_precision,
+)
 
 CPU, CUDA, MPS = torch.device("cpu"), torch.device("cuda"), torch.device("mps")
 AMX = {"amx_bf16": True, "amx_tile": True, "avx512_bf16": True, "avx2": True}
@@ -81,3 +86,27 @@ def test_the_real_cpu_gets_an_answer():
     units = cpu_bfloat16_units()
     expected = torch.float32 if units is None else torch.bfloat16
     assert resolve_precision("auto", CPU).dtype == expected
+
+
+def test_int8_quantizes_a_copy_leaving_layers_that_narrow_their_input(roberta_dir):
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(roberta_dir)
+    quantized = quantize_int8(model, CPU)
+    linear = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    narrowing = {n for n, m in linear.items() if m.in_features > m.out_features}
+    assert narrowing and len(narrowing) < len(linear)  # the feed-forward down-projections
+    kept = {n for n, m in quantized.named_modules() if type(m) is torch.nn.Linear}
+    assert kept == narrowing
+    assert all(type(m) is torch.nn.Linear for m in model.modules() if "Linear" in type(m).__name__)
+    with pytest.raises(ConfigError, match="quantize: int8 runs on the CPU only, not on cuda"):
+        quantize_int8(model, CUDA)
+
+
+def test_auto_is_float32_around_int8_layers(monkeypatch):
+    fake_cpu(monkeypatch, AMX)
+    chosen = resolve_precision("auto", CPU, quantize="int8")
+    assert (chosen.name, chosen.reason) == (
+        "float32",
+        "auto: float32 around the int8 linear layers",
+    )

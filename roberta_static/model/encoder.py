@@ -16,7 +16,7 @@ from ..config import ALL_LAYERS, Combine, DistillConfig, Layers
 from ..errors import ConfigError, ModelLoadError
 from .batches import Batch, EncoderInput, make_batches
 from .pooling import Occurrences, occurrence_arrays
-from .precision import resolve_precision
+from .precision import quantize_int8, resolve_precision
 from .staging import Staging
 from .subwords import SubwordEncoder
 
@@ -76,9 +76,11 @@ class Encoder:
         self.layers = resolve_layers(config.layers, self.num_layers)
         self.hidden_size = int(model.config.hidden_size)
         self.device = resolve_device(config.devices[0])
-        self.precision = resolve_precision(config.dtype, self.device)
+        self.precision = resolve_precision(config.dtype, self.device, config.quantize)
         self.dtype = self.precision.dtype
         self.model = truncate_layers(model, max(self.layers)).to(self.device, self.dtype).eval()
+        if config.quantize == "int8":
+            self.model = quantize_int8(self.model, self.device)
         self.max_length = resolve_max_length(model, tokenizer, config.max_length)
         self.batch_tokens = resolve_batch_tokens(config.batch_tokens, self)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
