@@ -52,6 +52,7 @@ from .options import (
     MIN_COUNT,
     OVERWRITE,
     POOL,
+    QUANTIZE,
     QUIET,
     RAY_ADDRESS,
     SIF_COEFFICIENT,
@@ -66,6 +67,7 @@ from .options import (
     Engine,
     FillUnseen,
     Pool,
+    Quantize,
     default,
     least,
     make_config,
@@ -91,6 +93,7 @@ def distill_command(
     ray_address: str | None = RAY_ADDRESS,
     encoders: int | None = ENCODERS,
     dtype: DType = DTYPE,
+    quantize: Quantize = QUANTIZE,
     case: Case = CASE,
     lang: str = LANG,
     spacy_model: str | None = SPACY_MODEL,
@@ -119,7 +122,7 @@ def distill_command(
             model=model, layers=layers, combine=combine, pool=pool, max_contexts=max_contexts,
             batch_tokens=batch_tokens, chunk_sentences=chunk_sentences, max_length=max_length,
             device=device, workers=workers, engine=engine, ray_address=ray_address,
-            encoders=encoders, dtype=dtype, case=case, lang=lang, spacy_model=spacy_model,
+            encoders=encoders, dtype=dtype, quantize=quantize, case=case, lang=lang, spacy_model=spacy_model,
             text_field=text_field, min_count=min_count, max_vocab=max_vocab,
             fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
@@ -158,7 +161,7 @@ def distill_command(
                 )
         _warn(vectors.meta, corpus)
         if not quiet:
-            _summarise(vectors.meta["stats"], out)
+            _summarise(vectors.meta, out)
 
 
 def _check_command_line(
@@ -291,7 +294,8 @@ def _stopped_before_any_batch(out: Path, resumed: bool) -> str:
     return "stopped before any batch was encoded; nothing was saved"
 
 
-def _summarise(stats: dict, out: Path) -> None:
+def _summarise(meta: dict, out: Path) -> None:
+    stats, model = meta["stats"], meta["model"]
     seconds = max(stats["seconds"], 1e-9)
     filled = f", {stats['entries_filled']:,} filled" if stats["entries_filled"] else ""
     typer.echo(
@@ -301,6 +305,7 @@ def _summarise(stats: dict, out: Path) -> None:
         f"{stats['split_sentences']:,} sentences split); {stats['tokens']:,} tokens in "
         f"{seconds:.1f} s ({stats['tokens'] / seconds:,.0f} tokens/s)"
     )
+    typer.echo(f"encoder: {model['dtype']} on {model['device']} ({model['dtype_reason']})")
     for note in entry_notes(stats, "meta.json"):
         typer.echo(note)
     typer.echo(f"wrote {out}")

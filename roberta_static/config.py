@@ -17,6 +17,7 @@ Case = Literal["lower", "keep"]
 Device = str  # auto, cpu, cuda, cuda:N, mps, or several separated by commas
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DType = Literal["auto", "float32", "bfloat16", "float16"]
+Quantize = Literal["none", "int8"]
 FillUnseen = Literal["none", "decontextualized", "mapped"]
 Engine = Literal["local", "ray"]
 
@@ -25,6 +26,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "combine": ("mean", "sum", "concat"),
     "case": ("lower", "keep"),
     "dtype": ("auto", "float32", "bfloat16", "float16"),
+    "quantize": ("none", "int8"),
     "fill_unseen": ("none", "decontextualized", "mapped"),
     "engine": ("local", "ray"),
 }
@@ -163,7 +165,13 @@ class DistillConfig:
         ray_address: The Ray cluster to join (``auto``, ``HOST:PORT``); unset: the one this
             process is connected to, or a new local one.
         encoders: Encoder actors on a Ray cluster (default: one per GPU, or 1 without GPUs).
-        dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
+        dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and on a CPU with bfloat16
+            units (AMX, AVX512-BF16), float32 elsewhere (see
+            :func:`~roberta_static.model.precision.resolve_precision`).
+        quantize: ``int8`` runs the encoder's linear layers in int8 on the CPU (those that
+            narrow their input stay in float32; see
+            :func:`~roberta_static.model.precision.quantize_int8`); with ``dtype="auto"`` the
+            rest runs in float32.
         case: ``lower`` matches and stores entries lower-cased; ``keep`` matches exactly.
         lang: Language of the blank spaCy pipeline used for segmentation.
         spacy_model: An installed spaCy pipeline (name or path) to segment with instead.
@@ -200,6 +208,7 @@ class DistillConfig:
     ray_address: str | None = _runtime(None)
     encoders: int | None = _runtime(None)
     dtype: DType = "auto"
+    quantize: Quantize = "none"
     case: Case = "lower"
     lang: str = "en"
     spacy_model: str | None = None
@@ -228,11 +237,29 @@ class DistillConfig:
         require_minimums(self, MINIMUMS)
         parse_devices(self.device)
         PostProcessing(self.center, self.remove_top_pcs, self.pca, self.normalize)  # validates
+        self._check_quantize()
         if None not in (self.max_length, self.batch_tokens) and self.max_length > self.batch_tokens:
             raise ConfigError(
                 f"must hold one sequence of the longest input ({self.max_length} tokens), "
                 f"got {self.batch_tokens}",
                 field="batch_tokens",
+            )
+
+    def _check_quantize(self) -> None:
+        """int8 layers run on the CPU, taking float32 inputs."""
+        if self.quantize == "none":
+            return
+        if self.dtype not in ("auto", "float32"):
+            raise ConfigError(
+                f"{self.quantize} layers take float32 inputs; use dtype float32 or auto, "
+                f"not {self.dtype}",
+                field="quantize",
+            )
+        devices = [device for device in self.devices if device not in ("auto", "cpu")]
+        if devices:
+            raise ConfigError(
+                f"{self.quantize} runs on the CPU only, not on {', '.join(devices)}",
+                field="quantize",
             )
 
     @property

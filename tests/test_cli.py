@@ -17,6 +17,7 @@ from gensim.models import KeyedVectors
 from test_atomic import snapshot, user_folder
 from test_corpus import DAMAGED, write_damaged
 from test_merge import distilled
+from test_precision import AMX, fake_cpu
 from typer.testing import CliRunner
 
 from roberta_static import DistillConfig, distill
@@ -381,6 +382,19 @@ def test_distill_prints_the_accumulator_size_before_the_run(
     entries = len(vocab_file.read_text().splitlines())
     assert f"accumulator: {entries} entries x 64 floats = " in result.output
     assert result.output.index("accumulator:") < result.output.index("wrote ")
+
+
+def test_distill_says_which_dtype_auto_chose_and_why(
+    roberta_dir, corpus_file, vocab_file, tmp_path, monkeypatch
+):
+    fake_cpu(monkeypatch, AMX)
+    result = run("distill", corpus_file, "--vocab", vocab_file, "--model", roberta_dir,
+                 "-l", "1", "--out", tmp_path / "out")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    why = "auto: the CPU has bfloat16 matrix units (AMX)"
+    assert f"encoder: bfloat16 on cpu ({why})\n" in result.output
+    model = StaticVectors.load(tmp_path / "out").meta["model"]
+    assert (model["dtype"], model["dtype_reason"]) == ("bfloat16", why)
 
 
 def test_console_script_and_module_entry_points():

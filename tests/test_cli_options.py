@@ -127,6 +127,10 @@ BAD_OPTIONS = {
         "error: --batch-tokens: must hold one sequence of the longest input (200 tokens), got 100",
     ),
     "--formats": (["--formats", "kv,glove"], "error: --formats: unknown ['glove']"),
+    "--quantize": (
+        ["--quantize", "int8", "--dtype", "bfloat16"],
+        "error: --quantize: int8 layers take float32 inputs; use dtype float32 or auto",
+    ),
 }
 
 PROBE = """

@@ -33,6 +33,15 @@ def test_parse_layers_rejects(spec):
         ({"max_contexts": -1}, "max_contexts: must be >= 0"),
         ({"layers": "1,1"}, "names a layer twice"),
         ({"max_length": 600, "batch_tokens": 512}, "must hold one sequence"),
+        ({"quantize": "int4"}, "quantize: expected one of none, int8"),
+        (
+            {"quantize": "int8", "dtype": "bfloat16"},
+            "quantize: int8 layers take float32 inputs; use dtype float32 or auto, not bfloat16",
+        ),
+        (
+            {"quantize": "int8", "device": "cpu,cuda:1"},
+            "quantize: int8 runs on the CPU only, not on cuda:1",
+        ),
     ],
 )
 def test_config_validation(changes, message):

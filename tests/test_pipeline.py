@@ -13,6 +13,7 @@ import pytest
 import torch
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
 from naive import find_occurrences, naive_distill
+from test_precision import AMX, AVX2_ONLY, fake_cpu
 
 from roberta_static import ConfigError, CorpusError, DistillConfig, VocabError, distill
 from roberta_static.api import decontextualized, distill_from_model, resolve_inputs
@@ -172,18 +173,51 @@ def test_installed_spacy_pipeline_sets_sentences(roberta_dir, corpus_file, vocab
     assert default.meta["stats"]["sentences"] != expected
 
 
-def test_bfloat16_on_cpu_stays_close_to_float32(roberta_dir, corpus_file, vocab_file):
-    full = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1-2"))
-    half = distill(
-        corpus_file,
-        vocab_file,
-        DistillConfig(model=str(roberta_dir), layers="1-2", dtype="bfloat16"),
-    )
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The cosine between each row of ``a`` and the same row of ``b``."""
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "auto"])
+def test_bfloat16_on_cpu_stays_close_to_float32(
+    roberta_dir, corpus_file, vocab_file, monkeypatch, dtype
+):
+    """Asked for, or chosen by ``auto`` on a CPU whose bfloat16 units are faked."""
+    fake_cpu(monkeypatch, AMX)
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", dtype=dtype)
+    half = distill(corpus_file, vocab_file, config)
+    full = distill(corpus_file, vocab_file, config.replace(dtype="float32"))
     assert half.meta["model"]["dtype"] == "bfloat16" and half.vectors.dtype == np.float32
-    cosine = (full.vectors * half.vectors).sum(1) / (
-        np.linalg.norm(full.vectors, axis=1) * np.linalg.norm(half.vectors, axis=1)
-    )
-    assert cosine.min() > 0.99
+    assert full.meta["model"]["dtype_reason"] == "asked for"
+    assert cosines(full.vectors, half.vectors).min() > 0.99
+
+
+def test_auto_on_a_cpu_without_bfloat16_units_is_exactly_float32(
+    roberta_dir, corpus_file, vocab_file, monkeypatch
+):
+    fake_cpu(monkeypatch, AVX2_ONLY)
+    config = DistillConfig(model=str(roberta_dir), layers="1-2")
+    auto = distill(corpus_file, vocab_file, config)
+    full = distill(corpus_file, vocab_file, config.replace(dtype="float32"))
+    assert auto.meta["model"]["dtype"] == "float32"
+    assert auto.meta["model"]["dtype_reason"].startswith("auto: the CPU has no bfloat16 units")
+    np.testing.assert_array_equal(auto.vectors, full.vectors)
+
+
+def test_int8_linear_layers_stay_close_to_float32(
+    roberta_dir, corpus_file, vocab_file, monkeypatch
+):
+    fake_cpu(monkeypatch, AMX)  # auto would be bfloat16 without int8
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", quantize="int8")
+    model, tokenizer = load_pretrained(config)
+    texts, vocab = resolve_inputs(corpus_file, vocab_file, config)
+    quantized = distill_from_model(model, tokenizer, texts, vocab, config)
+    full = distill(corpus_file, vocab_file, config.replace(quantize="none", dtype="float32"))
+    assert quantized.meta["model"]["dtype"] == "float32"
+    assert quantized.meta["config"]["quantize"] == "int8"
+    assert type(model.encoder.layer[0].intermediate.dense) is torch.nn.Linear  # the caller's
+    cosine = cosines(full.vectors, quantized.vectors)
+    assert cosine.min() > 0.95 and not np.array_equal(full.vectors, quantized.vectors)
 
 
 def overflow_in_half_precision(module, args, output):
@@ -196,21 +230,24 @@ def overflow_in_half_precision(module, args, output):
     return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
 
-def test_a_half_precision_overflow_is_recomputed_in_float32(roberta_dir, corpus_file, vocab_file):
-    config = DistillConfig(model=str(roberta_dir), layers="1-2", dtype="bfloat16")
+@pytest.mark.parametrize("dtype", ["bfloat16", "auto"])
+def test_a_half_precision_overflow_is_recomputed_in_float32(
+    roberta_dir, corpus_file, vocab_file, monkeypatch, dtype
+):
+    """On the CPU too, asked for or chosen by ``auto`` (bfloat16 units faked)."""
+    fake_cpu(monkeypatch, AMX)
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", dtype=dtype)
     model, tokenizer = load_pretrained(config)
     model.encoder.layer[0].register_forward_hook(overflow_in_half_precision)
     texts, vocab = resolve_inputs(corpus_file, vocab_file, config)
     vectors = distill_from_model(model, tokenizer, texts, vocab, config)
     full = distill(corpus_file, vocab_file, config.replace(dtype="float32"))
     assert np.isfinite(vectors.vectors).all()
+    assert vectors.meta["model"]["dtype"] == "bfloat16"
     assert vectors.meta["stats"]["batches_recomputed_float32"] >= 1
     assert full.meta["stats"]["batches_recomputed_float32"] == 0
     assert next(model.parameters()).dtype == torch.bfloat16
-    cosine = (full.vectors * vectors.vectors).sum(1) / (
-        np.linalg.norm(full.vectors, axis=1) * np.linalg.norm(vectors.vectors, axis=1)
-    )
-    assert cosine.min() > 0.99
+    assert cosines(full.vectors, vectors.vectors).min() > 0.99
 
 
 def test_accumulator_size_is_reported_and_refused_beyond_free_memory(

@@ -16,10 +16,10 @@ from ..config import ALL_LAYERS, Combine, DistillConfig, Layers
 from ..errors import ConfigError, ModelLoadError
 from .batches import Batch, EncoderInput, make_batches
 from .pooling import Occurrences, occurrence_arrays
+from .precision import quantize_int8, resolve_precision
 from .staging import Staging
 from .subwords import SubwordEncoder
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _SANE_LENGTH = 1_000_000  # tokenizers without a known limit report about 1e30
 CPU_BATCH_TOKENS = 8192
 MAX_GPU_BATCH_TOKENS = 131_072  # past this, larger batches no longer speed up a GPU
@@ -76,8 +76,11 @@ class Encoder:
         self.layers = resolve_layers(config.layers, self.num_layers)
         self.hidden_size = int(model.config.hidden_size)
         self.device = resolve_device(config.devices[0])
-        self.dtype = resolve_dtype(config.dtype, self.device)
+        self.precision = resolve_precision(config.dtype, self.device, config.quantize)
+        self.dtype = self.precision.dtype
         self.model = truncate_layers(model, max(self.layers)).to(self.device, self.dtype).eval()
+        if config.quantize == "int8":
+            self.model = quantize_int8(self.model, self.device)
         self.max_length = resolve_max_length(model, tokenizer, config.max_length)
         self.batch_tokens = resolve_batch_tokens(config.batch_tokens, self)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -256,15 +259,6 @@ def activation_bytes_per_token(encoder: Encoder) -> int:
     block = 2 * (3 * hidden + intermediate) * size
     chosen = len(encoder.layers) * hidden * (size + 4)
     return kept + block + chosen
-
-
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """``auto`` is bfloat16 on CUDA (float16 where bfloat16 is missing) and float32 elsewhere."""
-    if dtype != "auto":
-        return _DTYPES[dtype]
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
 
 
 def resolve_max_length(model: nn.Module, tokenizer: Any, requested: int | None) -> int:

@@ -1,0 +1,137 @@
+"""The encoder's number formats: the dtype ``auto`` picks on this device (and why), and int8.
+
+On a CPU, bfloat16 pays only where the CPU computes it natively: Intel AMX's matrix units, or
+the AVX512-BF16 vector instructions (AMD Zen 4, Intel Cooper Lake and later). Elsewhere torch
+emulates it, several times slower than float32 (see ``benchmarks/THROUGHPUT.md``). Which units
+there are is read from what torch reports, never from a list of CPU names.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+# The features torch reports (``torch.cpu.get_capabilities``) that compute bfloat16 natively,
+# best first, and how a user would name them.
+CPU_BFLOAT16_UNITS = {
+    "amx_bf16": "bfloat16 matrix units (AMX)",
+    "avx512_bf16": "bfloat16 vector units (AVX512-BF16)",
+}
+# Older torch has no ``get_capabilities``, only these private probes (AMX's tiles come with its
+# bfloat16 unit on every CPU that has them).
+_OLDER_PROBES = {"amx_bf16": "_is_amx_tile_supported", "avx512_bf16": "_is_avx512_bf16_supported"}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The dtype an encoder runs in, and why it was chosen.
+
+    Attributes:
+        dtype: The model's weights' dtype.
+        reason: Why, in words: ``"asked for"``, or what ``auto`` found on the device.
+
+    """
+
+    dtype: torch.dtype
+    reason: str
+
+    @property
+    def name(self) -> str:
+        """The dtype as ``--dtype`` spells it (``bfloat16``)."""
+        return str(self.dtype).removeprefix("torch.")
+
+
+def resolve_precision(requested: str, device: torch.device, quantize: str = "none") -> Precision:
+    """The dtype ``requested`` means on ``device``, with the reason for it.
+
+    ``auto`` is bfloat16 on CUDA (float16 where the GPU lacks bfloat16), bfloat16 on a CPU with
+    bfloat16 units (:func:`cpu_bfloat16_units`), and float32 everywhere else, or wherever the
+    linear layers are quantized to int8 (``quantize``): those take float32 inputs.
+
+    Example:
+        >>> resolve_precision("float32", torch.device("cpu"))
+        Precision(dtype=torch.float32, reason='asked for')
+
+    """
+    if requested != "auto":
+        return Precision(DTYPES[requested], "asked for")
+    if quantize != "none":
+        return Precision(torch.float32, f"auto: float32 around the {quantize} linear layers")
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return Precision(torch.bfloat16, "auto: the GPU computes bfloat16")
+        return Precision(torch.float16, "auto: the GPU lacks bfloat16")
+    if device.type != "cpu":
+        return Precision(torch.float32, f"auto: float32 on {device.type}")
+    units = cpu_bfloat16_units()
+    if units is None:
+        return Precision(torch.float32, "auto: the CPU has no bfloat16 units (no AMX, AVX512-BF16)")
+    return Precision(torch.bfloat16, f"auto: the CPU has {units}")
+
+
+def cpu_bfloat16_units() -> str | None:
+    """The CPU's units that compute bfloat16 natively, in words, or None where it has none.
+
+    Only when torch runs its CPU matrix products through oneDNN, which is what uses them.
+    """
+    if not torch.backends.mkldnn.is_available():
+        return None
+    capabilities = cpu_capabilities()
+    return next(
+        (units for name, units in CPU_BFLOAT16_UNITS.items() if capabilities.get(name)), None
+    )
+
+
+def cpu_capabilities() -> dict[str, Any]:
+    """The CPU's features as this torch reports them (``{"amx_bf16": True, ...}``).
+
+    Features this torch cannot probe are left out, so they read as missing.
+    """
+    report = getattr(torch.cpu, "get_capabilities", None)
+    if report is not None:
+        return dict(report())
+    return {
+        name: bool(getattr(torch.cpu, probe)())
+        for name, probe in _OLDER_PROBES.items()
+        if hasattr(torch.cpu, probe)
+    }
+
+
+def quantize_int8(model: nn.Module, device: torch.device) -> nn.Module:
+    """A copy of ``model`` whose linear layers compute in int8, the caller's model left as it is.
+
+    Weights are quantized per output channel, each batch's activations per tensor on the fly
+    (torch's dynamic quantization, on the CPU only). Layers that narrow their input (the
+    feed-forward blocks' down-projection) stay in float32: their input, the activation's
+    output, has outliers that one scale per tensor loses (``benchmarks/THROUGHPUT.md`` shows
+    what quantizing them too costs the scores).
+
+    Raises:
+        ConfigError: ``device`` is not the CPU, or this torch has no dynamic quantization.
+
+    """
+    if device.type != "cpu":
+        raise ConfigError(f"int8 runs on the CPU only, not on {device}", field="quantize")
+    try:
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    except ImportError:
+        raise ConfigError(
+            f"torch {torch.__version__} has no torch.ao.quantization.quantize_dynamic",
+            field="quantize",
+        ) from None
+    widening = {
+        name: per_channel_dynamic_qconfig
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and module.in_features <= module.out_features
+    }
+    with warnings.catch_warnings():  # its deprecation notice is for torch's developers
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, widening, dtype=torch.qint8)

@@ -1,0 +1,36 @@
+"""benchmarks/bf16_cpu.py: its variants, and a tiny side-by-side run through the command line."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS_LINES, VOCAB_ENTRIES
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import bf16_cpu  # noqa: E402
+
+
+def test_a_variant_is_pieces_joined_by_plus_and_float32_comes_first():
+    first, second, third = bf16_cpu.parse_variants("bfloat16+freeze, int8+threads1+budget2048")
+    assert first.name == "float32" and first.options == ("--dtype", "float32")
+    assert second.options == ("--dtype", "bfloat16") and second.patches == ("freeze",)
+    assert third.options == ("--dtype", "float32", "--quantize", "int8", "--batch-tokens", "2048")
+    assert third.env == (("OMP_NUM_THREADS", "1"),)
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown variant piece 'int4'"):
+        bf16_cpu.parse_variant("int4")
+
+
+def test_auto_is_measured_against_float32_and_found_identical_here(roberta_dir, tmp_path, capsys):
+    (tmp_path / "corpus.txt").write_text("\n".join(CORPUS_LINES) + "\n")
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB_ENTRIES) + "\n")
+    variants = bf16_cpu.parse_variants("auto")
+    results = bf16_cpu.measure(str(roberta_dir), variants, 1, tmp_path)
+    assert [runs.failed for runs in results] == [None, None]
+    float32, auto = results
+    assert float32.dtype == "float32" and auto.cosine[1] > 0.999999
+    bf16_cpu.auto_targets(results)
+    printed = capsys.readouterr().out
+    assert "round 1 auto:" in printed
+    if auto.dtype == "float32":  # a CPU without bfloat16 units, as CI's
+        assert auto.identical and "Vectors identical: yes" in printed
