@@ -55,7 +55,7 @@ _ENCODER_FILES = frozenset({"model.safetensors", "tokenizer.json", "modules.json
 FORMATS: dict[str, Format] = {
     spec.name: spec
     for spec in (
-        Format("native", "native", ".", owns=frozenset(native.FILES)),
+        Format("native", "native", ".", owns=frozenset(native.ENTRIES)),
         # gensim stores a large .kv's arrays in files named after it.
         Format("kv", "gensim", "vectors.kv", beside=("vectors.kv.*",)),
         # word2vec files have no counts: they go to vectors.vocab.
@@ -116,7 +116,9 @@ def write_exports(
         folder: Where to write (a staging folder: nothing here is renamed into place).
         formats: Formats to write.
         sif_coefficient: SIF weighting of the sentence-encoder exports (see
-            :mod:`roberta_static.formats.static_encoder`); ``None`` for plain means.
+            :mod:`roberta_static.formats.static_encoder`); ``None`` for plain means. Tuned
+            vectors take none: every export holds their rows times their learned weights, so
+            a text's mean of them is its tuned vector (cosines between words do not change).
 
     Returns:
         Every path written, sorted.
@@ -124,6 +126,15 @@ def write_exports(
     """
     formats = list(formats)
     check_options(formats, sif_coefficient)
+    if vectors.weights is not None:  # tuned: every export holds weight * vector
+        if sif_coefficient is not None:
+            raise ConfigError(
+                "the vectors are tuned, and their learned weights replace SIF weighting; "
+                "leave it out",
+                field="sif_coefficient",
+            )
+        folded = vectors.weighted_vectors()
+        vectors = VectorData(vectors.words, folded, vectors.counts, vectors.meta)
     written: set[Path] = set()
     for name in formats:
         spec = FORMATS[name]

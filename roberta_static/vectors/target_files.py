@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import VectorsError
+from ..formats.native import TARGETS_DIR
 from .targets import SAMPLING, SentenceTargets, csr_problem
 
 T = TypeVar("T")
 
-TARGETS_DIR = "targets"
 FORMAT = "roberta-static sentence targets"
 FORMAT_VERSION = 1
 ARRAYS = {  # file stem -> dtype

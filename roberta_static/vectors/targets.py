@@ -1,6 +1,6 @@
 """Sentence targets: the teacher's vector of up to N sentences, and the entries each one holds.
 
-``tune`` learns from them (:mod:`roberta_static.tune`); a vectors folder keeps them in
+``tune`` learns from them (:mod:`roberta_static.tuning`); a vectors folder keeps them in
 ``targets/`` (:mod:`.target_files`).
 
 The sample is the ``limit`` sentences whose texts have the smallest keys, a key being the first 8
