@@ -46,7 +46,7 @@ def info_command(
             return
         meta = vecs.meta
         typer.echo(f"{vectors}: {len(vecs):,} entries x {vecs.dim} dimensions")
-        for section in (name for name in ("model", "config", "stats") if meta.get(name)):
+        for section in (name for name in ("model", "config", "stats", "tune") if meta.get(name)):
             typer.echo(f"{section}:")
             for key, value in meta[section].items():
                 long = isinstance(value, list) and len(value) > 10  # entries never found, say
