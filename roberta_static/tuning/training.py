@@ -67,7 +67,7 @@ class Sentences:
         shares = np.zeros((len(ids), width), dtype=np.float32)
         entries[place], shares[place] = self.entries[source], self.shares[source]
         as_tensor = lambda array: torch.from_numpy(array).to(self.device)  # noqa: E731
-        return as_tensor(entries), as_tensor(shares), self.targets[torch.from_numpy(ids)]
+        return as_tensor(entries), as_tensor(shares), self.targets[as_tensor(ids)]
 
 
 class TextModel(nn.Module):
@@ -210,15 +210,16 @@ def _device(spec: str) -> torch.device:
 def _least_squares_head(model: TextModel, sentences: Sentences, ids: np.ndarray) -> None:
     """Set the head to the least-squares fit of the targets from the current sentence vectors."""
     dim = model.head.in_features + 1
-    gram = torch.zeros(dim, dim, dtype=torch.float64, device=sentences.device)
-    cross = torch.zeros(dim, model.head.out_features, dtype=torch.float64, device=sentences.device)
+    # Summed in float64 on the CPU: some devices (MPS) have no float64.
+    gram = torch.zeros(dim, dim, dtype=torch.float64)
+    cross = torch.zeros(dim, model.head.out_features, dtype=torch.float64)
     for first in range(0, len(ids), _EVAL_BATCH):
         entries, shares, wanted = sentences.batch(ids[first : first + _EVAL_BATCH])
-        texts = functional.pad(model.texts(entries, shares).double(), (0, 1), value=1.0)
+        texts = functional.pad(model.texts(entries, shares).cpu().double(), (0, 1), value=1.0)
         gram += texts.T @ texts
-        cross += texts.T @ wanted.double()
-    gram += torch.eye(dim, dtype=gram.dtype, device=gram.device) * _RIDGE * gram.diagonal().mean()
-    solution = torch.linalg.solve(gram, cross)
+        cross += texts.T @ wanted.cpu().double()
+    gram += torch.eye(dim, dtype=gram.dtype) * _RIDGE * gram.diagonal().mean()
+    solution = torch.linalg.solve(gram, cross).float()
     model.head.weight.copy_(solution[:-1].T)
     model.head.bias.copy_(solution[-1])
 
