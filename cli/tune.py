@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from roberta_static.progress import TuneProgress
 from roberta_static.tuning.config import LOSSES, MINIMUMS, TuneConfig
 
 from ._util import Arg, Opt, choices, one_line_errors
 from .options import OVERWRITE, QUIET
+from .progress import StepsBar
 
 Loss = choices("Loss", LOSSES)
 
@@ -80,41 +80,24 @@ def summary(record: dict[str, Any], out: Path) -> str:
     )
 
 
-class TuneProgressBar:
+class TuneProgressBar(StepsBar):
     """Context manager whose ``update`` is ``tune``'s progress callback: epochs, steps, loss."""
 
     def __init__(self, disable: bool = False) -> None:
-        self._progress = Progress(
+        super().__init__(
             TextColumn("tuning, epoch {task.fields[epoch]}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}, best held-out {task.fields[best]}"),
             TimeElapsedColumn(),
             disable=disable,
-            transient=False,
         )
-        self._task: int | None = None
-
-    def __enter__(self) -> TuneProgressBar:
-        return self  # the bar starts with the first step, after the folder has been read
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._task is not None:
-            self._progress.__exit__(kind, error, tb)
 
     def update(self, report: TuneProgress) -> None:
         """Move the bar to the reported step of the reported epoch."""
-        if self._task is None:
-            self._progress.__enter__()
-            self._task = self._progress.add_task("", total=report.steps_per_epoch, epoch=1, loss="-", best="-")
-        self._progress.update(
-            self._task,
-            completed=report.step,
+        self.show(
+            report.step,
+            report.steps_per_epoch,
             epoch=f"{report.epoch}/{report.max_epochs}",
             loss=f"{report.loss:.4g}",
             best=f"{report.best:.4g}",
