@@ -25,8 +25,13 @@ class TuneConfig:
     ``sif_coefficient``. A linear head maps a sentence's weighted mean to the teacher's width; it
     starts as the least-squares fit of the targets and is dropped at the end.
 
+    The choices (loss, step size, the head's start, the start's components and weights) were
+    measured against tokenlearn's; ``benchmarks/TUNE.md`` has the figures. The batch size, the
+    patience and the held-out share are tokenlearn's.
+
     Args:
-        loss: ``mse`` of the head's output and the teacher's vector, or ``cosine`` (1 - cosine).
+        loss: ``cosine`` (1 - the cosine of the head's output and the teacher's vector) or
+            ``mse`` (their mean squared difference, tokenlearn's).
         learning_rate: Adam's step size for the vectors, the weights and the head.
         batch_size: Sentences per step.
         max_epochs: Passes over the training sentences at most.
@@ -42,12 +47,12 @@ class TuneConfig:
 
     Example:
         >>> TuneConfig(seed=3).learning_rate
-        0.001
+        0.003
 
     """
 
-    loss: TuneLoss = "mse"
-    learning_rate: float = 1e-3
+    loss: TuneLoss = "cosine"
+    learning_rate: float = 3e-3
     batch_size: int = 256
     max_epochs: int = 100
     patience: int = 5
