@@ -197,7 +197,8 @@ class Steps:
             for optimizer in self.optimizers:
                 optimizer.step()
             if self.progress is not None:
-                self.progress(TuneProgress(number, epochs, step, total, float(value), best))
+                loss = float(value.detach())
+                self.progress(TuneProgress(number, epochs, step, total, loss, best))
 
 
 def _device(spec: str) -> torch.device:
