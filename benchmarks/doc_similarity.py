@@ -18,18 +18,25 @@ Every method sees the same text, background plus the 50 documents (read as latin
   its counts for SIF; 100 epochs, since this text is small (10 epochs score far lower);
 - gensim LSI exactly as ``test_lee.py`` builds it (log-entropy, 200 topics); its time is the
   folding-in of the 50 documents, measured once;
-- MiniLM itself as a sentence encoder (sentence-transformers, mean pooling, 256 word pieces).
+- MiniLM itself as a sentence encoder (sentence-transformers, mean pooling, 256 word pieces);
+- roberta-static tuned on MiniLM's own sentence vectors of the same text (``distill`` keeping
+  sentence targets, then ``tune``), through spaCy ``doc.similarity`` (``doc_vector`` weighted:
+  the learned weights) and the model2vec export, with what tuning costs on word similarity
+  (SimLex-999, WordSim-353); and model2vec + tokenlearn trained on the same text with MiniLM as
+  teacher (see ``teacher_rows.py`` for both, and when they are skipped).
 
 Times are the best of 3 runs embedding the 50 documents (spaCy: ``nlp.pipe`` and ``doc.vector``),
 models already loaded.
 
 Usage: python benchmarks/doc_similarity.py [--model PATH] [--sif 1e-3] [--remove-top-pcs 4]
-       [--w2v-epochs 100]
+       [--w2v-epochs 100] [--work DIR] [--tokenlearn-python PYTHON]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import platform
 import tempfile
 import time
@@ -43,13 +50,14 @@ from gensim import corpora, matutils, models
 from gensim.models import Word2Vec
 from gensim.parsing.preprocessing import preprocess_documents
 from gensim.test.utils import datapath
-from quality import minilm_path
+from quality import DATASETS, minilm_path
 from scipy.stats import spearmanr
 
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.api import decontextualized
 from roberta_static.formats.exports import export
 from roberta_static.model.loading import load_pretrained
+from roberta_static.quality.evaluate import dataset_path, evaluate_pairs
 from roberta_static.text.segment import load_segmenter
 from roberta_static.text.vocab import Vocabulary
 from roberta_static.vectors.postprocess import PostProcessing, postprocess
@@ -178,6 +186,52 @@ def sif_sweep(vectors: StaticVectors, folder: Path, docs: list[str], human: np.n
         print(f"{str(sif):>8}" + "".join(f"{c:>8.3f}" for c in cells))
 
 
+def teacher_rows(
+    texts: list[str], model: str, folder: Path, args: argparse.Namespace, ours: StaticVectors
+) -> list[tuple[str, Embed]]:
+    """Ours tuned on MiniLM's sentence vectors, and model2vec + tokenlearn (when they can run)."""
+    from teacher_rows import tokenlearn_model, tuned_vectors
+
+    key = digest(model, texts)
+    rows: list[tuple[str, Embed]] = []
+    tuned = tuned_vectors(texts, model, args.work, key)
+    if tuned is not None:
+        word_costs(ours, tuned)
+        plain = saved(tuned, folder / "tuned")  # the exports hold each row times its weight
+        rows += [
+            (
+                "roberta-static tuned: spaCy doc.similarity, doc_vector weighted",
+                SpacyDocs(plain, "weighted", args),
+            ),
+            ("roberta-static tuned: model2vec export", model2vec_embed(plain / "model2vec")),
+        ]
+    trained = tokenlearn_model(texts, model, args.work, key, args.tokenlearn_python)
+    if trained is not None:
+        rows.append(
+            ("model2vec + tokenlearn (MiniLM teacher): model2vec", model2vec_embed(trained))
+        )
+    return rows
+
+
+def word_costs(untuned: StaticVectors, tuned: StaticVectors) -> None:
+    """Spearman x 100 on the word-pair datasets, before and after tuning (same covered pairs)."""
+    for name in DATASETS:
+        path = dataset_path(name)[1]
+        before, after = (
+            evaluate_pairs(vectors.to_keyed_vectors(), path, lower=True)
+            for vectors in (untuned, tuned)
+        )
+        print(
+            f"word similarity, {name}: Spearman {before.spearman:.1f} untuned, {after.spearman:.1f} "
+            f"tuned ({after.covered} of {after.pairs} pairs)"
+        )
+
+
+def digest(*parts: object) -> str:
+    """A short key of a cached result's inputs."""
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:12]
+
+
 def word2vec_vectors(texts: list[str], epochs: int) -> StaticVectors:
     """Skip-gram Word2Vec on the words our corpus vocabulary counts (no punctuation), with counts."""
     nlp = load_segmenter("en")
@@ -205,6 +259,10 @@ def main() -> None:
     parser.add_argument("--sif", type=float, default=1e-3, help="SIF coefficient of the exports")
     parser.add_argument("--remove-top-pcs", type=int, default=4, help="all-but-the-top D")
     parser.add_argument("--w2v-epochs", type=int, default=100, help="Word2Vec epochs")
+    parser.add_argument("--work", type=Path, default=None, help="cache of the tuned rows' folders")
+    parser.add_argument(
+        "--tokenlearn-python", type=Path, default=None, help="a Python with tokenlearn installed"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"machine: {platform.machine()}, Python {platform.python_version()}")
@@ -241,15 +299,22 @@ def main() -> None:
         f"{minilm_seconds / lsi_seconds:>8.0f}x"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        for name, vectors in (
-            ("roberta-static", ours),
-            ("decontextualized", alone),
-            ("Word2Vec", word2vec),
-        ):
-            for label, embed in static_rows(name, vectors, Path(tmp) / name, args):
-                embedded[label] = timed(embed, docs)
-                if isinstance(embed, SpacyDocs):  # scored by doc.similarity itself
-                    similarities[label] = embed.similarities(docs)
+        args.work = args.work or Path(tmp) / "work"
+        args.work.mkdir(parents=True, exist_ok=True)
+        labelled = [
+            (label, embed)
+            for name, vectors in (
+                ("roberta-static", ours),
+                ("decontextualized", alone),
+                ("Word2Vec", word2vec),
+            )
+            for label, embed in static_rows(name, vectors, Path(tmp) / name, args)
+        ]
+        labelled += teacher_rows(texts, config.model, Path(tmp) / "teacher", args, ours)
+        for label, embed in labelled:
+            embedded[label] = timed(embed, docs)
+            if isinstance(embed, SpacyDocs):  # scored by doc.similarity itself
+                similarities[label] = embed.similarities(docs)
         for label, (embeddings, seconds) in embedded.items():
             scores = similarities.get(label)
             scores = pair_cosines(embeddings) if scores is None else scores

@@ -21,12 +21,17 @@ the text, ``min_count=1``, ``max_contexts=0``):
 - the decontextualized baseline (each snippet word alone through the model, our counts for SIF);
 - gensim Word2Vec as ``doc_similarity.py`` trains it (skip-gram, 100 dimensions, 100 epochs), on
   each of the two texts;
-- MiniLM itself as a sentence encoder (sentence-transformers: mean pooling, as its model card).
+- MiniLM itself as a sentence encoder (sentence-transformers: mean pooling, as its model card);
+- ours tuned on MiniLM's own sentence vectors of the snippets (``distill`` keeping sentence
+  targets, then ``tune``), through spaCy ``doc.vector`` (``doc_vector`` weighted: the learned
+  weights) and the model2vec export; and model2vec + tokenlearn trained on the snippets with
+  MiniLM as teacher (see ``teacher_rows.py`` for both, and when they are skipped).
 
 Distilled vectors, the fine-tuned model and Word2Vec are cached under ``--work``, keyed by their
 inputs and options, so a rerun only embeds and scores.
 
 Usage: python benchmarks/sentiment.py --data DIR --work DIR [--model PATH] [--finetune-steps 60]
+       [--tokenlearn-python PYTHON]
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from doc_similarity import (
 )
 from gensim_corpus import lee_documents, wiki_paragraphs
 from quality import minilm_path
+from teacher_rows import tokenlearn_model, tuned_vectors
 
 from roberta_static import DistillConfig, StaticVectors, distill
 from roberta_static.api import decontextualized
@@ -190,6 +196,27 @@ def static_rows(
     ]
 
 
+def teacher_rows(texts: list[str], model: str, folder: Path, args: argparse.Namespace) -> list[Row]:
+    """Ours tuned on MiniLM's sentence vectors, and model2vec + tokenlearn (when they can run)."""
+    rows, key = [], digest(model, texts)
+    tuned = tuned_vectors(texts, model, args.work, key)
+    if tuned is not None:
+        plain = saved(tuned, folder / "tuned")  # the exports hold each row times its weight
+        name = "ours tuned (snippets)"
+        rows += [
+            Row(
+                f"{name}, spaCy doc.vector, doc_vector weighted", SpacyDocs(plain, "weighted", args)
+            ),
+            Row(f"{name}, model2vec export", model2vec_embed(plain / "model2vec")),
+        ]
+    trained = tokenlearn_model(texts, model, args.work, key, args.tokenlearn_python)
+    if trained is not None:
+        rows.append(
+            Row("model2vec + tokenlearn, MiniLM teacher (snippets)", model2vec_embed(trained))
+        )
+    return rows
+
+
 def digest(*parts: object) -> str:
     """A short key of a cached result's inputs."""
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:12]
@@ -313,6 +340,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--background-lines", type=int, default=0, help="Wikipedia + Lee lines (0: all)"
     )
+    parser.add_argument(
+        "--tokenlearn-python", type=Path, default=None, help="a Python with tokenlearn installed"
+    )
     return parser.parse_args(argv)
 
 
@@ -334,6 +364,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = [Row("MiniLM itself, sentence encoder (mean pooling)", st_embed(Path(model)))]
         for name, vectors in sets.items():
             rows += static_rows(name, vectors, Path(tmp) / str(len(rows)), args)
+        rows += teacher_rows(texts, model, Path(tmp) / "teacher", args)
         print("\n" + table(rows, texts, valence))
     print(f"total {time.perf_counter() - started:.0f} s")
 

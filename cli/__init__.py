@@ -13,6 +13,7 @@ from .finetune import finetune_command
 from .quality import evaluate_command, postprocess_command, sweep_command
 from .report import report_command
 from .spacy_init import spacy_init_command
+from .tune import tune_command
 from .vectors import export_command, info_command, merge_command, similar_command
 
 app = typer.Typer(
@@ -35,6 +36,7 @@ COMMANDS = {
     "postprocess": postprocess_command,
     "merge": merge_command,
     "report": report_command,
+    "tune": tune_command,
 }
 for _name, _function in COMMANDS.items():
     app.command(_name, cls=Command)(_function)

@@ -117,25 +117,18 @@ class DistillProgress:
         self._progress.update(self._tasks[report.stage], completed=report.bytes_done, **counters)
 
 
-class FinetuneProgressBar:
-    """Context manager whose ``update`` is ``finetune``'s progress callback: steps, loss, tokens/s."""
+class StepsBar:
+    """A bar of steps: it starts with the first report (after the slow start-up), ends with the block.
 
-    def __init__(self, disable: bool = False) -> None:
-        self._progress = Progress(
-            TextColumn("fine-tuning"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"),
-            RateColumn("tokens", "tok"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            disable=disable,
-            transient=False,
-        )
+    Subclasses give the columns and turn their reports into :meth:`show` calls.
+    """
+
+    def __init__(self, *columns: ProgressColumn, disable: bool = False) -> None:
+        self._progress = Progress(*columns, disable=disable, transient=False)
         self._task: int | None = None
 
-    def __enter__(self) -> FinetuneProgressBar:
-        return self  # the bar starts with the first step, after the model has loaded
+    def __enter__(self) -> StepsBar:
+        return self
 
     def __exit__(
         self,
@@ -146,10 +139,30 @@ class FinetuneProgressBar:
         if self._task is not None:
             self._progress.__exit__(kind, error, tb)
 
-    def update(self, report: FinetuneProgress) -> None:
-        """Move the bar to the reported step."""
+    def show(self, completed: int, total: int, **fields: object) -> None:
+        """Move the bar to ``completed`` of ``total`` steps, with the columns' ``fields``."""
         if self._task is None:
             self._progress.__enter__()
-            self._task = self._progress.add_task("", total=report.total_steps, loss="-", tokens=0)
+            self._task = self._progress.add_task("", total=total, **fields)
+        self._progress.update(self._task, completed=completed, total=total, **fields)
+
+
+class FinetuneProgressBar(StepsBar):
+    """Context manager whose ``update`` is ``finetune``'s progress callback: steps, loss, tokens/s."""
+
+    def __init__(self, disable: bool = False) -> None:
+        super().__init__(
+            TextColumn("fine-tuning"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            RateColumn("tokens", "tok"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            disable=disable,
+        )
+
+    def update(self, report: FinetuneProgress) -> None:
+        """Move the bar to the reported step."""
         loss = "-" if report.loss is None else f"{report.loss:.3f}"
-        self._progress.update(self._task, completed=report.step, loss=loss, tokens=report.tokens)
+        self.show(report.step, report.total_steps, loss=loss, tokens=report.tokens)

@@ -49,7 +49,7 @@ def info_command(
 
         meta = vecs.meta
         typer.echo(f"{vectors}: {len(vecs):,} entries x {vecs.dim} dimensions")
-        for section in (name for name in ("model", "config", "stats") if meta.get(name)):
+        for section in (name for name in ("model", "config", "stats", "tune") if meta.get(name)):
             typer.echo(f"{section}:")
             for name, value in rows(meta[section], DEFAULT if section == "config" else "not recorded"):
                 typer.echo(f"  {name}: {value}")

@@ -52,6 +52,10 @@ def __getattr__(name: str) -> object:
         from . import api as module
 
         return getattr(module, name)
+    if name in {"tune", "TuneConfig"}:
+        from .tuning import config, run
+
+        return getattr(run if name == "tune" else config, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -72,4 +76,6 @@ __all__ = [
     "distill",
     "distill_from_model",
     "parse_layers",
+    "tune",
+    "TuneConfig",
 ]

@@ -49,6 +49,28 @@ class FinetuneProgress:
     tokens: int
 
 
+@dataclass
+class TuneProgress:
+    """One report of a running ``tune``: the epoch and step, the step's loss, the best held-out.
+
+    Attributes:
+        epoch: The epoch under way, from 1.
+        max_epochs: The most epochs (training may stop earlier, see ``patience``).
+        step: Steps done in this epoch.
+        steps_per_epoch: Steps in each epoch.
+        loss: This step's training loss.
+        best: The best held-out loss so far (the start's before any epoch ends).
+
+    """
+
+    epoch: int
+    max_epochs: int
+    step: int
+    steps_per_epoch: int
+    loss: float
+    best: float
+
+
 @dataclass(frozen=True)
 class Work:
     """Input that encoder work stands for: corpus bytes and sentences."""

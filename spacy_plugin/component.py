@@ -9,7 +9,8 @@ loading, the case policy (``Vectors.attr``, which spaCy 3.8 does not save with t
 ``from_disk`` restores it), and refusing to swap vectors that trained components depend on. With
 ``doc_vector = "weighted"`` it also gives each document hooks that make ``doc.vector`` and
 ``doc.similarity`` (and a span's) the weighted exports' (:mod:`.hooks`), with the weighting found
-when it loads vectors and saved with it.
+when it loads vectors and saved with it; vectors ``tune`` made bring their learned weights, which
+replace SIF weighting and removing components.
 """
 
 from __future__ import annotations
@@ -156,8 +157,10 @@ class RobertaStaticVectors:
         """``source``'s weighted document vectors; None (spaCy's average) for a handful of vectors.
 
         A handful (a test table, a textcat's tiny vocabulary) still loads, with a warning.
+        Tuned vectors bring their learned weights, and no components are removed from them.
         """
-        if too_few(len(source.words), source.matrix.shape[1], self.remove_top_pcs):
+        tuned = source.weights is not None
+        if not tuned and too_few(len(source.words), source.matrix.shape[1], self.remove_top_pcs):
             warnings.warn(
                 f"roberta_static: {len(source.words)} vectors are too few for doc_vector "
                 f"'weighted' (it removes {self.remove_top_pcs} principal components); documents "

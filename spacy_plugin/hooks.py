@@ -48,8 +48,8 @@ class WeightedDocVectors:
     def fit(
         cls, strings: StringStore, source: VectorSource, remove_top_pcs: int, sif_coefficient: float
     ) -> WeightedDocVectors:
-        """The weighting of ``source``'s vectors and counts."""
-        vectors = VectorData(source.words, source.matrix, source.counts)
+        """The weighting of ``source``'s vectors and counts (its learned weights, if tuned)."""
+        vectors = VectorData(source.words, source.matrix, source.counts, weights=source.weights)
         weighting = DocWeighting.fit(vectors, remove_top_pcs, sif_coefficient)
         keys = np.array([strings.add(word) for word in source.words], dtype=np.uint64)
         return cls(keys, weighting, source.attr)

@@ -22,13 +22,15 @@ from .settings import CasePolicy
 class VectorSource:
     """Words and their vectors, with the token attribute spaCy should look them up by.
 
-    ``counts`` are the vectors' own (``None`` for rows taken from a spaCy table, which has none).
+    ``counts`` are the vectors' own (``None`` for rows taken from a spaCy table, which has none),
+    and ``weights`` the learned weights of tuned vectors (``None`` for others).
     """
 
     words: list[str]
     matrix: np.ndarray
     attr: Literal["LOWER", "ORTH"]
     counts: np.ndarray | None = None
+    weights: np.ndarray | None = None
 
 
 def read_vectors(
@@ -48,6 +50,7 @@ def read_vectors(
         np.ascontiguousarray(vectors.vectors, dtype=np.float32),
         "LOWER" if case == "lower" else "ORTH",
         vectors.counts,
+        vectors.weights,
     )
 
 

@@ -29,6 +29,8 @@ from roberta_static.readable import duration
 from roberta_static.stopping import Checkpointing
 from roberta_static.text.vocab import Vocabulary
 from roberta_static.vectors.static import StaticVectors
+from roberta_static.vectors.target_files import write_targets
+from roberta_static.vectors.targets import SentenceTargets
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
@@ -183,7 +185,23 @@ def test_damaged_compressed_corpus_is_one_line_and_leaves_no_output(
     assert not out.exists()
 
 
-WRITERS = ["distill", "postprocess", "sweep", "spacy-init", "merge"]
+WRITERS = ["distill", "postprocess", "sweep", "spacy-init", "merge", "tune"]
+
+
+def with_targets(vectors: Path, sentences: int = 30) -> None:
+    """Give a vectors folder made-up sentence targets (random teacher vectors), for tune."""
+    rng = np.random.default_rng(1)
+    words = StaticVectors.load(vectors).words
+    lengths = rng.integers(1, 4, size=sentences)
+    targets = SentenceTargets(100, 5)
+    targets.add(
+        np.arange(sentences, dtype=np.uint64),
+        rng.normal(size=(sentences, 5)),
+        np.cumsum([0, *lengths]),
+        rng.integers(0, len(words), size=lengths.sum()),
+        np.ones(lengths.sum(), dtype=np.int64),
+    )
+    write_targets(targets, vectors, words)
 
 
 def writer_args(command, out, model, corpus, vocab, tmp):
@@ -194,6 +212,7 @@ def writer_args(command, out, model, corpus, vocab, tmp):
         # Enough words for the spaCy component's weighted document vectors (4 components out).
         words = ["cat", "dog", "garden", "house", "tree", "river"]
         StaticVectors(words, rng.normal(size=(6, 8)), [3, 2, 1, 1, 1, 1]).save(vectors)
+        with_targets(vectors)
         distilled(["cat", "dog"], rng.normal(size=(2, 4)), [3, 2]).save(tmp / "march")
         distilled(["cat", "garden"], rng.normal(size=(2, 4)), [1, 4]).save(tmp / "april")
     pairs = tmp / "pairs.tsv"
@@ -205,6 +224,7 @@ def writer_args(command, out, model, corpus, vocab, tmp):
         "sweep": ["sweep", *inputs, "--dataset", pairs, "--out", out],
         "spacy-init": ["spacy-init", vectors, out],
         "merge": ["merge", tmp / "march", tmp / "april", "--out", out],
+        "tune": ["tune", vectors, "--out", out, "--max-epochs", "1", "-q"],
     }[command]
 
 
@@ -567,10 +587,11 @@ def reading_into(command: str, source, out, tmp_path) -> list:
         "postprocess": [source, out, "--center"],
         "spacy-init": [source, out],
         "merge": [tmp_path / "april", source, "--out", out],
+        "tune": [source, "--out", out],
     }[command]
 
 
-@pytest.mark.parametrize("command", ["postprocess", "spacy-init", "merge"])
+@pytest.mark.parametrize("command", ["postprocess", "spacy-init", "merge", "tune"])
 @pytest.mark.parametrize("named", ["by its name", "through a link"])
 def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_path):
     vectors = tmp_path / "vectors"
@@ -591,7 +612,7 @@ def test_a_command_never_writes_over_the_folder_it_reads(command, named, tmp_pat
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("command", ["postprocess", "spacy-init", "merge"])
+@pytest.mark.parametrize("command", ["postprocess", "spacy-init", "merge", "tune"])
 @pytest.mark.parametrize("export_format", ["word2vec", "model2vec"])
 def test_a_command_never_writes_over_the_folder_holding_the_file_it_reads(
     command, export_format, tmp_path
@@ -617,6 +638,7 @@ def test_a_second_run_into_a_held_output_folder_is_refused_at_once(
 ):
     monkeypatch.setattr("roberta_static.api.distill", never_run)
     monkeypatch.setattr("roberta_static.quality.sweep.run_sweep", never_run)
+    monkeypatch.setattr("roberta_static.tuning.run.tune", never_run)
     out = tmp_path / "out"
     args = writer_args(command, out, roberta_dir, corpus_file, vocab_file, tmp_path)
     with output_lock(out):  # as another run would hold it
@@ -639,6 +661,7 @@ def test_an_output_folder_under_a_file_is_refused_before_any_work(
 ):
     monkeypatch.setattr("roberta_static.api.distill", never_run)
     monkeypatch.setattr("roberta_static.quality.sweep.run_sweep", never_run)
+    monkeypatch.setattr("roberta_static.tuning.run.tune", never_run)
     afile = tmp_path / "afile.txt"
     afile.write_text("mine")
     out = afile / "sub"

@@ -69,6 +69,7 @@ REQUIRED = {
     "similar": lambda out: [out, "word"],
     "postprocess": lambda out: ["vectors", out],
     "export": lambda out: [out],
+    "tune": lambda out: ["vectors", "--out", out],
 }
 
 

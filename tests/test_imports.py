@@ -37,6 +37,8 @@ TORCH_OUTSIDE_MODEL = {
     # model/loading.py needs, stays a leaf without torch: see test_the_light_modules_...).
     "roberta_static.finetune.training": "Hugging Face's Trainer and its callbacks",
     "roberta_static.finetune.data": "the Trainer's IterableDataset and masking collators",
+    # tune trains entry vectors, weights and a head with torch (run.py imports it lazily).
+    "roberta_static.tuning.training": "tune's training: sparse embeddings, Adam, the head",
 }
 # `python -m roberta_static` runs the command line: the one core module that may import cli/.
 MAIN = "roberta_static.__main__"

@@ -168,3 +168,27 @@ def test_the_bar_moves_with_each_batch_while_a_long_chunk_is_summed(roberta_dir,
     vocab = Vocabulary.from_entries(["cat"])
     distill_from_model(model, tokenizer, Corpus([even_corpus]), vocab, config, progress=progress)
     assert len(forwards) > 5 and len(tokens) > 5
+
+
+@pytest.mark.parametrize("bar", ["finetune", "tune"])
+def test_a_steps_bar_starts_with_its_first_report_and_shows_it(bar):
+    from roberta_static.cli.progress import FinetuneProgressBar
+    from roberta_static.cli.tune import TuneProgressBar
+    from roberta_static.progress import FinetuneProgress, TuneProgress
+
+    if bar == "finetune":
+        made, report, shown = (
+            FinetuneProgressBar(True),
+            FinetuneProgress(3, 10, 1.5, 640),
+            "loss 1.500",
+        )
+    else:
+        made, report, shown = (
+            TuneProgressBar(True),
+            TuneProgress(2, 9, 3, 10, 0.25, 0.125),
+            "epoch 2/9",
+        )
+    with made as progress:
+        assert progress._task is None  # nothing shown before the first report
+        progress.update(report)
+        assert "3/10" in _rendered(progress) and shown in _rendered(progress)

@@ -58,7 +58,9 @@ def write_exports(
         folder: Where to write (a staging folder: nothing here is renamed into place).
         formats: Formats to write.
         sif_coefficient: SIF weighting of the sentence-encoder exports (see
-            :mod:`roberta_static.formats.static_encoder`); ``None`` for plain means.
+            :mod:`roberta_static.formats.static_encoder`); ``None`` for plain means. Tuned
+            vectors take none: every export holds their rows times their learned weights, so
+            a text's mean of them is its tuned vector (cosines between words do not change).
         source: What errors call the vectors (their folder, as the user named it).
 
     Returns:
@@ -72,6 +74,15 @@ def write_exports(
     formats = list(formats)
     check_options(formats, sif_coefficient)
     check_entries(vectors.words, vectors.case, formats, source or "the vectors")
+    if vectors.weights is not None:  # tuned: every export holds weight * vector
+        if sif_coefficient is not None:
+            raise ConfigError(
+                "the vectors are tuned, and their learned weights replace SIF weighting; "
+                "leave it out",
+                field="sif_coefficient",
+            )
+        folded = vectors.weighted_vectors()
+        vectors = VectorData(vectors.words, folded, vectors.counts, vectors.meta)
     written: set[Path] = set()
     for name in formats:
         spec = FORMATS[name]

@@ -5,6 +5,9 @@
     vectors.npy   float32 [V, D] (np.save, no pickle)
     vocab.tsv     word<TAB>count per row
     meta.json     format marker, config, model, corpus, stats
+    weights.npy   float32 [V], for vectors ``tune`` made: each entry's learned weight
+    targets/      the teacher's sentence targets, when distill kept them (see
+                  :mod:`~roberta_static.vectors.target_files`)
 
 A run not finished yet has only its checkpoint there, in ``.checkpoint/``.
 """
@@ -31,6 +34,9 @@ VECTORS_FILE = "vectors.npy"
 VOCAB_FILE = "vocab.tsv"
 META_FILE = "meta.json"
 FILES = (VECTORS_FILE, VOCAB_FILE, META_FILE)
+WEIGHTS_FILE = "weights.npy"
+TARGETS_DIR = "targets"  # see roberta_static.vectors.target_files
+ENTRIES = (*FILES, WEIGHTS_FILE, TARGETS_DIR)  # all a vectors folder may hold of its own
 CHECKPOINT_DIR = ".checkpoint"  # an unfinished distill's state, in its output folder
 # What str.splitlines() ends a line at: vocab.tsv is read back with it.
 LINE_BREAK = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
@@ -63,6 +69,8 @@ def write(
         bad = int((~np.isfinite(vectors.vectors)).any(axis=1).sum())
         raise VectorsError(f"{bad} of {len(vectors)} vectors hold NaN or Inf; nothing written")
     np.save(path / VECTORS_FILE, vectors.vectors, allow_pickle=False)
+    if vectors.weights is not None:
+        np.save(path / WEIGHTS_FILE, vectors.weights, allow_pickle=False)
     with open(path / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as handle:
         rows = zip(vectors.words, vectors.counts.tolist(), strict=True)
         handle.writelines(f"{word}\t{count}\n" for word, count in rows)
@@ -101,10 +109,22 @@ def read(
     rows = [line.rsplit("\t", 1) for line in lines]
     if any(len(row) != 2 or not row[1].isdigit() for row in rows):
         raise VectorsError(f"{path / VOCAB_FILE}: expected word<TAB>count on every line")
+    weights = _read_weights(path / WEIGHTS_FILE)
+    counts = np.array([int(c) for _, c in rows])
     try:
-        return VectorData([w for w, _ in rows], vectors, np.array([int(c) for _, c in rows]), meta)
-    except VectorsError as error:  # vocab.tsv and vectors.npy of different lengths
+        return VectorData([w for w, _ in rows], vectors, counts, meta, weights)
+    except VectorsError as error:  # files of different lengths
         raise VectorsError(f"{path}: {error}") from None
+
+
+def _read_weights(path: Path) -> np.ndarray | None:
+    """The learned weights of tuned vectors, or None when the folder has none."""
+    if not path.exists():
+        return None
+    weights = _read_file(path, lambda p: np.load(p, allow_pickle=False))
+    if weights.dtype != np.float32 or weights.ndim != 1 or not np.isfinite(weights).all():
+        raise VectorsError(f"{path}: expected finite float32 weights, one per entry")
+    return weights
 
 
 def _read_file(path: Path, read: Callable[[Path], T]) -> T:

@@ -49,7 +49,7 @@ _ENCODER_FILES = frozenset({"model.safetensors", "tokenizer.json", "modules.json
 FORMATS: dict[str, Format] = {
     spec.name: spec
     for spec in (
-        Format("native", "native", ".", owns=frozenset(native.FILES)),
+        Format("native", "native", ".", owns=frozenset(native.ENTRIES)),
         # gensim stores a large .kv's arrays in files named after it.
         Format("kv", "gensim", "vectors.kv", beside=("vectors.kv.*",)),
         # word2vec files have no counts: they go to vectors.vocab.

@@ -27,6 +27,8 @@ class VectorData:
         vectors: ``float32`` matrix of shape ``[len(words), dim]``.
         counts: Occurrences averaged into each row (0 for a decontextualized fill).
         meta: Provenance written to ``meta.json``.
+        weights: Each entry's weight in a text's vector, learned by ``tune`` (``None`` for
+            vectors not tuned): a text's vector is the mean of its entries' ``weight * vector``.
 
     """
 
@@ -34,6 +36,7 @@ class VectorData:
     vectors: np.ndarray
     counts: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
+    weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.vectors = np.asarray(self.vectors, dtype=np.float32)
@@ -44,6 +47,26 @@ class VectorData:
                 f"{rows} words need a [{rows}, D] matrix and {rows} counts; got "
                 f"{list(self.vectors.shape)} and {list(self.counts.shape)}"
             )
+        if self.weights is not None:
+            self.weights = np.asarray(self.weights, dtype=np.float32)
+            if self.weights.shape != (rows,):
+                raise VectorsError(
+                    f"{rows} words need {rows} weights; got {list(self.weights.shape)}"
+                )
+
+    def weighted_vectors(self) -> np.ndarray:
+        """Each row times its learned weight (the rows themselves for vectors not tuned).
+
+        A text's tuned vector is the mean of these rows over its entries.
+
+        Example:
+            >>> VectorData(["a"], [[1.0, 2.0]], [1], weights=[0.5]).weighted_vectors().tolist()
+            [[0.5, 1.0]]
+
+        """
+        if self.weights is None:
+            return self.vectors
+        return self.vectors * self.weights[:, None]
 
     def __len__(self) -> int:
         return len(self.words)

@@ -8,6 +8,10 @@ scaled by its SIF weight, and a text's vector is the mean over its known words.
 over a vocabulary, so that a text's words can be mapped at any time from the plain vectors: the
 spaCy component computes ``doc.vector`` with it. It uses the same functions as the exports
 (:func:`~roberta_static.vectors.postprocess.principal_axes`, :func:`~.sif.sif_weights`).
+
+Vectors ``tune`` made carry learned weights instead: a text's vector is then the mean of its
+words' vectors times their learned weights, which is what ``tune`` trained
+(:meth:`DocWeighting.learned`).
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ class DocWeighting:
     ) -> DocWeighting:
         """Find the weighting of ``vectors``, as ``postprocess`` and the exports would apply it.
 
+        Tuned vectors (with learned :attr:`~.data.VectorData.weights`) take their own weighting
+        instead (:meth:`learned`): ``remove_top_pcs`` and ``sif_coefficient`` are then unused.
+
         Args:
             vectors: The vocabulary's plain vectors and counts.
             remove_top_pcs: Principal components to remove, as ``--remove-top-pcs`` (the Lee
@@ -77,6 +84,8 @@ class DocWeighting:
 
         """
         cls.check(remove_top_pcs, sif_coefficient)
+        if vectors.weights is not None:
+            return cls.learned(vectors)
         centered = np.array(vectors.vectors, dtype=np.float64)  # a copy, centred in place
         mean = centered.mean(axis=0) if remove_top_pcs else np.zeros(vectors.dim)
         centered -= mean
@@ -89,6 +98,18 @@ class DocWeighting:
             )
         axes = principal_axes(centered, remove_top_pcs)
         return cls(mean, axes, sif_weights(vectors.counts, sif_coefficient))
+
+    @classmethod
+    def learned(cls, vectors: VectorData) -> DocWeighting:
+        """The weighting of tuned vectors: their learned weights, nothing removed.
+
+        ``tune`` learned the vectors and weights for this plain weighted mean (it started from
+        vectors with the top components already removed), so none are removed again.
+        """
+        if vectors.weights is None:
+            raise ConfigError("the vectors carry no learned weights (tune makes them)")
+        none = np.zeros((0, vectors.dim))
+        return cls(np.zeros(vectors.dim), none, vectors.weights.astype(np.float64))
 
     @staticmethod
     def check(remove_top_pcs: int, sif_coefficient: float) -> None:

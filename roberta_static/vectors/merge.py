@@ -135,6 +135,11 @@ def _facts(meta: dict[str, Any], name: str) -> dict[str, Any]:
             f"{name}: its metadata records no {missing[0]} (meta.json); merge reads folders "
             "distill wrote"
         )
+    if "tune" in meta:
+        raise VectorsError(
+            f"{name}: tuned (roberta-static tune), and tuned vectors do not average; merge the "
+            "folders distill wrote"
+        )
     steps = [_step_text(step) for step in meta.get("postprocessing") or []]
     if steps:
         raise VectorsError(

@@ -43,6 +43,8 @@ class StaticVectors(VectorData):
         vectors: ``float32`` matrix of shape ``[len(words), dim]``.
         counts: Occurrences averaged into each row (0 for a decontextualized fill).
         meta: Provenance written to ``meta.json``.
+        weights: Learned weights of the entries in a text's vector, for vectors ``tune`` made
+            (``weights.npy`` beside the matrix); ``None`` otherwise.
 
     Lookups follow the case policy the vectors were distilled with (:attr:`case`): with ``lower``,
     ``"Paris"`` finds ``paris``. A phrase is found with single spaces or as ``new_york``, the
@@ -243,7 +245,7 @@ class StaticVectors(VectorData):
 
         """
         data = merge([self, *others])
-        return type(self)(data.words, data.vectors, data.counts, data.meta)
+        return type(self)(data.words, data.vectors, data.counts, data.meta, data.weights)
 
     @classmethod
     def load_merged(cls, folders: Sequence[str | os.PathLike]) -> StaticVectors:
@@ -258,7 +260,7 @@ class StaticVectors(VectorData):
 
         """
         data = merge_folders(folders)
-        return cls(data.words, data.vectors, data.counts, data.meta)
+        return cls(data.words, data.vectors, data.counts, data.meta, data.weights)
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         """Write the folder atomically (:mod:`roberta_static.formats.native`).
@@ -296,7 +298,7 @@ class StaticVectors(VectorData):
 
         """
         data = exports.read(path, mmap=mmap, allow_pickle=allow_pickle)
-        return cls(data.words, data.vectors, data.counts, data.meta)
+        return cls(data.words, data.vectors, data.counts, data.meta, data.weights)
 
 
 def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:

@@ -1,0 +1,1 @@
+"""``tune``: vectors whose weighted mean predicts the teacher's sentence vectors."""
