@@ -21,6 +21,7 @@ from roberta_static.debug import (
     set_debugging,
     whole_story,
 )
+from roberta_static.engine.messages import Failure
 from roberta_static.engine.producer import Producer
 from roberta_static.engine.worker import worker_failure
 from roberta_static.errors import ConfigError, CorpusError
@@ -63,16 +64,18 @@ def test_a_worker_process_s_error_arrives_with_its_traceback():
     results = context.Queue()
     worker = context.Process(target=serve_failing, args=(results,))
     worker.start()
-    kind, _, error = results.get(timeout=120)
+    failure = results.get(timeout=120)
     worker.join(timeout=120)
-    assert kind == "error" and str(error) == "worker failed: ValueError: a bug in the CPU side"
+    error = failure.error
+    assert isinstance(failure, Failure)
+    assert str(error) == "worker failed: ValueError: a bug in the CPU side"
     assert worker.pid != os.getpid()
     assert error.remote_traceback.startswith(f"raised in process {worker.pid} on ")
     assert "worker_probe.py" in error.remote_traceback and "in chunks" in error.remote_traceback
 
 
 def test_a_ray_task_s_errors_keep_their_traceback():
-    from roberta_static.engine.ray.remote import _one_line_errors
+    from roberta_static.engine.ray.tasks import _one_line_errors
 
     with pytest.raises(CorpusError) as caught, _one_line_errors():
         a_bug_in_the_cpu_side()

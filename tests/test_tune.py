@@ -240,7 +240,7 @@ def test_the_command_trains_reports_and_info_shows_how(with_targets, tmp_path):
     record = json.loads((out / "meta.json").read_text())["tune"]
     assert record["config"]["max_epochs"] == 3
     info = run("info", out)
-    assert "tune:" in info.output and "held_out_loss" in info.output
+    assert "tune:" in info.output and "held out loss" in info.output
 
 
 # The learned weights in use.

@@ -44,4 +44,10 @@ class FailingProducer:
 
 def serve_failing(results: Any) -> None:
     """Serve one task with a :class:`FailingProducer`, as a worker process does."""
-    serve(FailingProducer(), 1, ("encode", 0, None), results.put)  # type: ignore[arg-type]
+    from roberta_static.engine.messages import EncodeShard
+    from roberta_static.engine.state import ShardState
+    from roberta_static.text.corpus import START
+    from roberta_static.text.shards import Shard
+
+    task = EncodeShard(0, ShardState.fresh(Shard(START, START)))
+    serve(FailingProducer(), task, results.put)  # type: ignore[arg-type]
