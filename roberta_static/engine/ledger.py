@@ -58,12 +58,17 @@ class Ledger:
     Args:
         shards: The shards as the pass starts them.
         seen: The entries the shards done before the pass hold.
+        entries: The vocabulary's size.
         corpus: The corpus read (for each shard's bytes done before the pass).
 
     """
 
     def __init__(
-        self, shards: list[ShardState], seen: np.ndarray, corpus: Corpus | TextCorpus
+        self,
+        shards: list[ShardState],
+        seen: np.ndarray,
+        entries: int,
+        corpus: Corpus | TextCorpus,
     ) -> None:
         # Each shard as of its chunks summed in full; the chunks sent after them.
         self.settled = [replace(entry, leftover=[]) for entry in shards]
@@ -71,7 +76,10 @@ class Ledger:
         self.taken = [entry.taken for entry in shards]  # each shard's, chunks sent included
         self.sent_up_to = [entry.work(corpus) for entry in shards]
         self.done = list(self.sent_up_to)
-        self.seen = seen
+        # Marked as each shard is done: a union of sorted arrays per shard would cost the
+        # vocabulary's size each time.
+        self.seen_mask = np.zeros(entries, dtype=bool)
+        self.seen_mask[seen] = True
         self.batches: dict[int, Members] = {}  # each batch not summed yet, by its ticket
         self.summed = 0  # batches summed by this run
         self.tickets = 0  # batches made by this run
@@ -128,10 +136,15 @@ class Ledger:
         while chunks and chunks[0].added.all():
             settled = chunks.pop(0).after
             if settled.done:  # its entries join the pass's; the shard needs them no more
-                self.seen = np.union1d(self.seen, settled.taken.entries)
+                self.seen_mask[settled.taken.entries] = True
                 settled = replace(settled, taken=EntryCounts.none())
                 self.taken[shard] = settled.taken
             self.settled[shard] = settled
+
+    @property
+    def seen(self) -> np.ndarray:
+        """The entries that occur in the shards done, ascending."""
+        return np.flatnonzero(self.seen_mask)
 
     @property
     def idle(self) -> bool:

@@ -91,7 +91,7 @@ class PassLoop:
         :class:`~roberta_static.stopping.Checkpointing`).
         """
         self.schedule = Schedule(state)
-        self.ledger = Ledger(state.shards, state.seen, self.job.corpus)
+        self.ledger = Ledger(state.shards, state.seen, len(self.job.vocab), self.job.corpus)
         self.pool.restore(state)
         self.start = PassStart(self.job.corpus.total_bytes, self.ledger.total(), self.pool.tokens())
         self._report()
