@@ -12,10 +12,11 @@ Each run is ``distill`` in a fresh process with a near-free encoder (random weig
 32 wide, MiniLM's tokenizer: its arithmetic is negligible, so the run measures the engine) and
 the default options (``max_contexts`` 2,000, so runs with workers count each shard first). It
 prints, per corpus, vocabulary and engine: the seconds to the first batch summed (from the call
-of ``distill``), model tokens per second over the pass, the peak resident memory of all the
-run's processes together (the sum of their RSS, sampled four times a second: pages the
-processes share count once per process), the checkpoint's size (the sums, and the rest: the
-state) and the longest time one took to write. Then the targets of the issue "Real corpora on
+of ``distill``), model tokens per second over the pass, the peak memory of all the run's
+processes together, sampled four times a second (PSS: pages shared by several processes, such as
+the libraries each maps, divided among them; and the sum of their RSS, which counts such pages in
+each), the checkpoint's size (the sums, and the rest: the state) and the longest time one took
+to write. Then the targets of the issue "Real corpora on
 every engine".
 
 Run it from ``benchmarks/`` (``--small`` for a quick check; the full set takes hours on two
@@ -221,42 +222,45 @@ def measure(task: dict[str, Any]) -> dict[str, Any]:
         text=True,
         env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
     )
-    peak = 0
+    peak_rss = peak_pss = 0
     while child.poll() is None:
-        peak = max(peak, tree_rss(child.pid))
+        rss, pss = tree_memory(child.pid)
+        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
         time.sleep(SAMPLE_SECONDS)
     out, err = child.communicate()
+    peaks = {"wall": time.perf_counter() - started, "peak_rss": peak_rss, "peak_pss": peak_pss}
     if child.returncode:
         last = err.strip().splitlines()[-1] if err.strip() else f"exit {child.returncode}"
-        return {"failed": last, "wall": time.perf_counter() - started, "peak_rss": peak}
-    return {
-        **json.loads(out.strip().splitlines()[-1]),
-        "wall": time.perf_counter() - started,
-        "peak_rss": peak,
-    }
+        return {"failed": last, **peaks}
+    return {**json.loads(out.strip().splitlines()[-1]), **peaks}
 
 
-def tree_rss(root: int) -> int:
-    """Bytes resident in ``root`` and every process descended from it, now."""
+def tree_memory(root: int) -> tuple[int, int]:
+    """Bytes resident in ``root`` and every process descended from it, now: the sum of their
+    RSS (pages shared by several processes counted in each) and of their PSS (shared pages
+    divided among the processes that share them: what they take together)."""
     parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    page = os.sysconf("SC_PAGE_SIZE")
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # ended meanwhile
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
             continue
-        pid = int(stat.parent.name)
-        parents[pid], rss[pid] = int(fields[1]), int(fields[21]) * page
-    total, stack = 0, [root]
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)
+    rss = pss = 0
+    stack = [root]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
         stack += children.get(pid, [])
-    return total
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        found = dict(re.findall(r"^(Rss|Pss):\s+(\d+) kB", rollup, re.MULTILINE))
+        rss += int(found.get("Rss", 0)) * 1024
+        pss += int(found.get("Pss", 0)) * 1024
+    return rss, pss
 
 
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
@@ -328,7 +332,8 @@ def row(result: dict[str, Any]) -> str:
         )
     return (
         f"{name} {first if first is None else round(first, 1)!s:>7} "
-        f"{result['rate']:>11,.0f} {result['peak_rss'] / 1e9:8.2f} {result['wall']:7.0f}  "
+        f"{result['rate']:>11,.0f} {result['peak_pss'] / 1e9:8.2f} {result['peak_rss'] / 1e9:8.2f} "
+        f"{result['wall']:7.0f}  "
         f"{checkpoint}"
     )
 
@@ -336,7 +341,7 @@ def row(result: dict[str, Any]) -> str:
 def table(results: list[dict[str, Any]]) -> str:
     header = (
         f"{'corpus':<16} {'entries':>7} {'engine':<8} {'first s':>7} {'tokens/s':>11} "
-        f"{'peak GB':>8} {'wall s':>7}  checkpoint (largest), longest write"
+        f"{'PSS GB':>8} {'RSS GB':>8} {'wall s':>7}  checkpoint (largest), longest write"
     )
     return "\n".join([header, *(row(result) for result in results)])
 
@@ -357,8 +362,8 @@ def _many_files(found: Found) -> list[str]:
         alone = found.get((corpus.replace("files:", "onefile:"), entries, engine))
         if corpus.startswith("files:") and alone is not None:
             lines.append(
-                f"{corpus} x {entries:,} entries, {engine}: {result['peak_rss'] / 1e9:.2f} GB "
-                f"peak (target < 2), rate {result['rate'] / alone['rate']:.2f}x the same bytes "
+                f"{corpus} x {entries:,} entries, {engine}: {result['peak_pss'] / 1e9:.2f} GB "
+                f"peak (PSS; target < 2), rate {result['rate'] / alone['rate']:.2f}x the same bytes "
                 "as one file (target >= 0.8)"
             )
     return lines
@@ -377,7 +382,7 @@ def _memory_growth(found: Found) -> list[str]:
             sizes = [size for size in sizes if size[1] == max(s[1] for s in sizes)]
             if len(sizes) > 1:
                 (small, _, first), (large, _, last) = sizes[0], sizes[-1]
-                growth = last["peak_rss"] / first["peak_rss"]
+                growth = last["peak_pss"] / first["peak_pss"]
                 lines.append(
                     f"{engine}: peak memory {growth:.2f}x from {small:,} to {large:,} {what} "
                     f"(target {target})"

@@ -101,6 +101,7 @@ def distill_command(
     min_count: int = MIN_COUNT,
     max_vocab: int | None = MAX_VOCAB,
     fill_unseen: FillUnseen = FILL_UNSEEN,
+    sentence_targets: int = Opt(default("sentence_targets"), min=least("sentence_targets"), help="Keep the teacher's sentence vector of up to this many sentences (a deterministic sample), with the entries each holds, for roberta-static tune (0: none)"),
     center: bool = Flag("--center", help="Post-process: subtract the mean vector"),
     remove_top_pcs: int = Opt(0, "--remove-top-pcs", min=least("remove_top_pcs"), help="Post-process: remove this many top principal components (all-but-the-top)"),
     pca: int | None = Opt(None, "--pca", min=least("pca"), help="Post-process: reduce to this many dimensions"),
@@ -124,7 +125,8 @@ def distill_command(
             device=device, workers=workers, engine=engine, ray_address=ray_address,
             encoders=encoders, dtype=dtype, quantize=quantize, case=case, lang=lang, spacy_model=spacy_model,
             text_field=text_field, min_count=min_count, max_vocab=max_vocab,
-            fill_unseen=fill_unseen, trust_remote_code=trust_remote_code,
+            fill_unseen=fill_unseen, sentence_targets=sentence_targets,
+            trust_remote_code=trust_remote_code,
             allow_pickle=allow_pickle, center=center, remove_top_pcs=remove_top_pcs, pca=pca,
             normalize=normalize,
         )

@@ -30,6 +30,7 @@ from .formats.holding import holdable_entries
 from .model.encoder import Encoder, free_memory
 from .model.loading import load_pretrained, model_fingerprint
 from .model.pooling import Accumulator
+from .model.teacher import teacher_pooling
 from .notices import as_flag, language_hint, texts_again, warn_about_run
 from .progress import Plan, Progress, ProgressCallback, size_text
 from .stopping import Checkpointing
@@ -40,6 +41,7 @@ from .text.vocab import MatchedSentence, Vocabulary, vocabulary_stats
 from .vectors.fill import mapped_fill, require_fittable
 from .vectors.postprocess import postprocess
 from .vectors.static import StaticVectors
+from .vectors.targets import SentenceTargets
 from .version import __version__
 
 logger = logging.getLogger(__name__)
@@ -223,7 +225,7 @@ def _distill(
             vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
         elif vocab is None:
             vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
-        job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config)
+        job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config, _targets(config, encoder))
         report(_plan(len(vocab), job.dim, encoder))
         logger.info("the pass: %d entries on %s", len(vocab), encoder.device)
         resumed = resume_from.state if resume_from is not None else None
@@ -270,9 +272,21 @@ def _vectors(job: Job, state: PassState, started: float) -> StaticVectors:
     meta = _metadata(config, job.encoder, job.model, corpus, stats)
     rows = np.flatnonzero(keep)
     vectors = StaticVectors([vocab.entries[i] for i in rows], means[rows], counts[rows], meta)
-    if config.postprocessing.is_identity:
-        return vectors
-    return postprocess(vectors, config.postprocessing)
+    if not config.postprocessing.is_identity:
+        vectors = postprocess(vectors, config.postprocessing)
+    if state.targets is not None:  # their entries, renamed to the rows of the vectors
+        renamed = np.full(len(vocab), -1, dtype=np.int64)
+        renamed[rows] = np.arange(len(rows))
+        vectors.targets = state.targets.reindexed(renamed)
+    return vectors
+
+
+def _targets(config: DistillConfig, encoder: Encoder) -> SentenceTargets | None:
+    """The empty sample of sentence targets a pass with ``sentence_targets`` fills."""
+    if not config.sentence_targets:
+        return None
+    pooling = teacher_pooling(config.model).to_dict()
+    return SentenceTargets(config.sentence_targets, encoder.hidden_size, pooling)
 
 
 def _run_stats(job: Job, state: PassState, found: np.ndarray) -> RunStats:

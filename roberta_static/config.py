@@ -42,6 +42,7 @@ MINIMUMS = {
     "max_length": 2,  # two tokens of text (batching.MIN_WINDOW), with no special tokens
     "min_count": 1,
     "max_vocab": 1,
+    "sentence_targets": 0,
 }
 
 _LAYER_ITEM = re.compile(r"^(-?\d+)(?:-(-?\d+))?$")
@@ -181,6 +182,9 @@ class DistillConfig:
         fill_unseen: ``decontextualized`` embeds entries never seen in the corpus on their own;
             ``mapped`` maps those vectors into the contextual space with a ridge map fitted on
             the seen entries (see :mod:`roberta_static.vectors.fill`).
+        sentence_targets: Keep the teacher's sentence vector of up to this many sentences, with
+            the entries each holds, for ``tune`` (0: none; see
+            :mod:`roberta_static.vectors.targets` for which sentences).
         trust_remote_code: Allow model code from the hub (runs foreign code: off by default).
         allow_pickle: Allow pickled ``.bin`` weights when no safetensors file exists.
         center: Subtract the mean vector from the result.
@@ -216,6 +220,7 @@ class DistillConfig:
     min_count: int = 5
     max_vocab: int | None = 100_000
     fill_unseen: FillUnseen = "none"
+    sentence_targets: int = 0
     trust_remote_code: bool = _runtime(False)
     allow_pickle: bool = _runtime(False)
     center: bool = False

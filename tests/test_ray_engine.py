@@ -340,3 +340,12 @@ def test_a_stop_asked_before_the_first_batch_saves_once_one_is_summed(
         )
     saved = load_checkpoint(tmp_path / "out")
     assert saved.state.stats.batches >= 1 and not all(s.done for s in saved.state.shards)
+
+
+def test_ray_keeps_the_sentence_targets_one_process_keeps(corpus_folder, vocab_file, config):
+    targets = config.replace(max_contexts=0, sentence_targets=5)
+    one = distill(corpus_folder, vocab_file, targets.replace(workers=1)).targets
+    on_ray = distill(corpus_folder, vocab_file, targets.replace(engine="ray", encoders=2)).targets
+    assert len(one) == 5 and on_ray.keys.tolist() == one.keys.tolist()
+    assert on_ray.entries.tolist() == one.entries.tolist()
+    np.testing.assert_allclose(on_ray.vectors, one.vectors, atol=1e-5)

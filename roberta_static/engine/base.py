@@ -22,6 +22,7 @@ from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from ..text.corpus import Corpus, TextCorpus
 from ..text.vocab import VocabMatcher, Vocabulary, vocabulary_stats
+from ..vectors.targets import SentenceTargets
 from .checkpoint import Saver
 from .messages import Chunk, Counted, Task
 from .producer import Producer
@@ -31,7 +32,11 @@ from .stats import RunStats
 
 @dataclass
 class Job:
-    """A pass to run: the model, its encoder on the first device, the inputs and the options."""
+    """A pass to run: the model, its encoder on the first device, the inputs and the options.
+
+    ``targets``: with ``sentence_targets``, the empty sample the pass fills (its limit, the
+    teacher's width and pooling).
+    """
 
     model: Any
     tokenizer: Any
@@ -40,6 +45,7 @@ class Job:
     corpus: Corpus | TextCorpus
     vocab: Vocabulary
     config: DistillConfig
+    targets: SentenceTargets | None = None
 
     @property
     def dim(self) -> int:
@@ -80,13 +86,15 @@ class Sums:
     """What an encoder pool has summed: dense sums and counts, its counters, and the batches.
 
     ``tickets``: the batches summed since the pool last said (by :meth:`EncoderPool.summed` or
-    here); the sums hold them and every batch before.
+    here); the sums hold them and every batch before. ``targets``: the sentence targets those
+    batches offered, when the pass keeps them.
     """
 
     sums: np.ndarray
     counts: np.ndarray
     stats: RunStats
     tickets: list[int]
+    targets: SentenceTargets | None = None
 
 
 class EncoderPool(Protocol):

@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,6 +29,7 @@ from ..model.batches import pack_inputs, unpack_inputs
 from ..stopping import Checkpointing, StopNow
 from ..text.corpus import Corpus, Position, corpus_identity
 from ..text.shards import Shard
+from ..vectors.target_files import has_targets, read_targets, write_targets
 from .quotas import EntryCounts, QuotaPlan
 from .state import PassState, ShardState
 from .stats import RunStats
@@ -108,6 +109,8 @@ def _write(staging: Path, checkpoint: Checkpoint) -> None:
         np.savez_compressed(staging / "quotas.npz", **{n: getattr(quotas, n) for n in _QUOTAS})
     leftover = [item for shard in state.shards for item in shard.leftover]
     np.savez(staging / "leftover.npz", **pack_inputs(leftover))
+    if state.targets is not None:
+        write_targets(state.targets, staging, checkpoint.entries)
     record = {
         "format": FORMAT,
         "config": checkpoint.config,
@@ -165,6 +168,8 @@ def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
         if written == FORMAT:
             entries = (target / "entries.txt").read_text(encoding="utf-8").split("\n")[:-1]
             state = _read_state(target, record)
+            if has_targets(target):
+                state.targets = read_targets(target, entries)
             with gzip.open(target / "corpus.json.gz", "rt", encoding="utf-8") as handle:
                 corpus = json.load(handle)
     except (OSError, ValueError, KeyError, TypeError, EOFError) as error:
@@ -246,9 +251,11 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
     """
     found = []
     saved = checkpoint.config
+    defaults = {item.name: item.default for item in fields(DistillConfig)}
     for key, value in config.result_options().items():
-        if saved.get(key) != value:
-            found.append(f"{key} was {saved.get(key)!r}, now {value!r}")
+        before = saved.get(key, defaults[key])  # an option newer than the checkpoint: its default
+        if before != value:
+            found.append(f"{key} was {before!r}, now {value!r}")
     if len(files) < len(checkpoint.corpus):
         return [*found, "the corpus files differ"]
     now = corpus_identity(files, checkpoint.state.read_up_to(len(checkpoint.files)))

@@ -20,6 +20,7 @@ from ..config import DistillConfig
 from ..model.batches import Batch
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
+from ..vectors.targets import SentenceTargets
 from .base import Sums
 from .state import PassState
 from .stats import RunStats
@@ -42,6 +43,7 @@ class EncoderThreads:
         entries: Vocabulary size.
         dim: Width of a summed vector.
         config: The run's options (pooling, layers).
+        targets: With sentence targets, the empty sample (each encoder fills a copy of it).
         stopping: Whether the run is asked to stop.
 
     """
@@ -52,11 +54,14 @@ class EncoderThreads:
         entries: int,
         dim: int,
         config: DistillConfig,
+        targets: SentenceTargets | None = None,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.entries, self.stopping = entries, stopping
         self.accumulators = [Accumulator(entries, dim, e.device) for e in encoders]
         self.stats = [RunStats() for _ in encoders]
+        self.targets = [empty_like(targets) for _ in encoders]
+        self.resumed_targets = empty_like(targets)
         self.batches: queue.Queue[tuple[int, Batch] | None] = queue.Queue(maxsize=4 * len(encoders))
         self.lock = threading.Lock()
         self.done: list[int] = []  # tickets summed since the loop last asked
@@ -77,6 +82,8 @@ class EncoderThreads:
         """The resumed sums and encoder counters go to the first encoder."""
         self.accumulators[0].restore(*state.dense(self.entries))
         self.stats[0] = RunStats.merged([state.stats])
+        if state.targets is not None:
+            self.resumed_targets = state.targets
 
     def offer(self, ticket: int, batch: Batch, timeout: float) -> bool:
         """Queue a batch, waiting up to ``timeout`` for room."""
@@ -101,9 +108,10 @@ class EncoderThreads:
             states = [accumulator.state() for accumulator in self.accumulators]
             done, self.done = self.done, []
             stats = RunStats.merged(self.stats)
+            targets = _merged([self.resumed_targets, *self.targets])
         sums = np.sum([sums for sums, _ in states], axis=0)
         counts = np.sum([counts for _, counts in states], axis=0)
-        return Sums(sums, counts, stats, done)
+        return Sums(sums, counts, stats, done, targets)
 
     def tokens(self) -> int:
         """Tokens encoded so far."""
@@ -131,7 +139,8 @@ class EncoderThreads:
                         if self.closed:
                             continue
                         counted = RunStats(encoder_wait_seconds=waited)
-                        accumulate(encoded, batch, self.accumulators[number], config, counted)
+                        accumulator, targets = self.accumulators[number], self.targets[number]
+                        accumulate(encoded, batch, accumulator, config, counted, targets)
                         self.stats[number].add(counted)
                         self.done.append(ticket)
                         self.any_summed = True
@@ -156,3 +165,20 @@ class EncoderThreads:
     def _raise_failure(self) -> None:
         if self.failure is not None:
             raise self.failure
+
+
+def empty_like(targets: SentenceTargets | None) -> SentenceTargets | None:
+    """An empty sample like ``targets`` (None without targets)."""
+    if targets is None:
+        return None
+    return SentenceTargets(targets.limit, targets.dim, targets.pooling)
+
+
+def _merged(parts: list[SentenceTargets | None]) -> SentenceTargets | None:
+    """The sample of all ``parts`` (None without targets)."""
+    if parts[0] is None:
+        return None
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = merged.merge(part)
+    return merged

@@ -78,7 +78,7 @@ class LocalEngine:
         setup = ProducerSetup.of(job.encoder, job.corpus, job.vocab, config)
         self.feeder.serve(setup, job.producer)
         with torch_threads(on_cpu, cores_taken=len(self.feeder.processes)):
-            pool = partial(EncoderThreads, encoders, len(job.vocab), job.dim, config)
+            pool = partial(EncoderThreads, encoders, len(job.vocab), job.dim, config, job.targets)
             return run_pass(job, self.feeder, pool, resume, stopping, progress, sharded=True)
 
 

@@ -185,4 +185,5 @@ class PassLoop:
             shards=self.ledger.states(),
             seen=self.ledger.seen,
             quotas=self.schedule.plan(),
+            targets=sums.targets,
         )

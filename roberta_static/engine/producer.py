@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..config import DistillConfig
-from ..model.batches import EncodeStats
+from ..model.batches import EncodeStats, TargetSentence
 from ..model.subwords import SubwordEncoder
 from ..text.corpus import Corpus, Position, TextCorpus
 from ..text.segment import load_segmenter, segment
 from ..text.shards import Shard
 from ..text.vocab import MatchedSentence, VocabMatcher, Vocabulary
+from ..vectors.targets import sentence_key
 from .messages import Chunk, Counted, CountShard, EncodeShard
 from .quotas import Allowance, EntryCounts
 from .state import ShardState, shard_bytes
@@ -50,7 +54,9 @@ class Producer:
         state = task.state.without_leftover()
         stats, shard = state.stats, state.shard
         allowance = Allowance(task.allowance, state.taken)
+        candidates = _Candidates(self.config.sentence_targets)
         pending: list[MatchedSentence] = []
+        targets: list[TargetSentence | None] = []
         taken: list[int] = []
         end_bytes = 0
         marks = _Marks(self.corpus, stats)
@@ -62,6 +68,7 @@ class Producer:
                 kept = allowance.take(sentence.spans)
                 if kept:
                     pending.append(MatchedSentence(sentence.text, kept))
+                    targets.append(candidates.offer(sentence))
                     taken += [span[2] for span in kept]
                 else:
                     stats.sentences_without_entries += 1
@@ -69,12 +76,13 @@ class Producer:
                 stats.stopped_early = True
                 break
             if len(pending) >= self.config.chunk_sentences:
-                yield self._chunk(task.shard, pending, taken, state, end_bytes, False)
-                pending, taken = [], []
+                made = (pending, targets, taken)
+                yield self._chunk(task.shard, made, state, end_bytes, False)
+                pending, targets, taken = [], [], []
         else:
             marks.count_all()
             end_bytes = self.corpus.bytes_read
-        yield self._chunk(task.shard, pending, taken, state, end_bytes, True)
+        yield self._chunk(task.shard, (pending, targets, taken), state, end_bytes, True)
 
     def count(self, task: CountShard) -> Counted:
         """Occurrences of each entry in a shard (matching only: no tokenizing)."""
@@ -89,14 +97,15 @@ class Producer:
     def _chunk(
         self,
         shard: int,
-        pending: list[MatchedSentence],
-        taken: list[int],
+        made: tuple[list[MatchedSentence], list[TargetSentence | None], list[int]],
         state: ShardState,
         end_bytes: int,
         done: bool,
     ) -> Chunk:
+        """The chunk of ``made``: sentences to encode, the targets they may be, entries taken."""
+        pending, targets, taken = made
         self.subwords.stats = EncodeStats()
-        inputs = self.subwords.encode(pending)
+        inputs = self.subwords.encode(pending, targets if self.config.sentence_targets else None)
         state.stats.add(self.subwords.stats)
         return Chunk(
             shard,
@@ -166,6 +175,33 @@ def needs_torch(config: DistillConfig) -> bool:
     blank pipeline and the ``tokenizers`` library do not.
     """
     return config.spacy_model is not None
+
+
+class _Candidates:
+    """The sentences of one reading whose key may still be among the ``limit`` smallest.
+
+    The sentence targets keep the sentences with the smallest keys over the whole corpus (see
+    :class:`~roberta_static.vectors.targets.SentenceTargets`); a sentence whose key is not among
+    the ``limit`` smallest read so far here cannot be one of them, so its input carries none.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.largest_first: list[int] = []  # the smallest keys read, negated: a max-heap
+
+    def offer(self, sentence: MatchedSentence) -> TargetSentence | None:
+        """What the sentence's input carries for the targets, if it may be one."""
+        if not self.limit:
+            return None
+        key, heap = sentence_key(sentence.text), self.largest_first
+        if len(heap) < self.limit:
+            heapq.heappush(heap, -key)
+        elif key < -heap[0]:
+            heapq.heapreplace(heap, -key)
+        else:
+            return None
+        entries, counts = np.unique([span[2] for span in sentence.spans], return_counts=True)
+        return TargetSentence(key, entries.astype(np.int64), counts.astype(np.int64))
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,9 @@ class SerialEngine:
         """See :class:`~.base.Engine`."""
         on_cpu = job.encoder.device.type == "cpu"
         with torch_threads(on_cpu, cores_taken=0), ThreadFeeder(job.producer()) as feeder:
-            pool = partial(EncoderThreads, [job.encoder], len(job.vocab), job.dim, job.config)
+            pool = partial(
+                EncoderThreads, [job.encoder], len(job.vocab), job.dim, job.config, job.targets
+            )
             return run_pass(job, feeder, pool, resume, stopping, progress, sharded=False)
 
 

@@ -18,6 +18,7 @@ from ..model.batches import EncoderInput
 from ..progress import Work
 from ..text.corpus import Corpus, Position, TextCorpus
 from ..text.shards import Shard
+from ..vectors.targets import SentenceTargets
 from .quotas import EntryCounts, QuotaPlan
 from .stats import RunStats
 
@@ -86,6 +87,7 @@ class PassState:
         seen: The entries that occur in the shards done (ascending; whether or not the encoder
             could read them).
         quotas: With ``max_contexts``, which occurrences each shard may take (``None``: all).
+        targets: With ``sentence_targets``, the sample of sentences kept so far.
 
     """
 
@@ -96,6 +98,7 @@ class PassState:
     shards: list[ShardState] = field(default_factory=list)
     seen: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     quotas: QuotaPlan | None = None
+    targets: SentenceTargets | None = None
 
     @classmethod
     def of_sums(

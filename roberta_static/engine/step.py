@@ -2,38 +2,67 @@
 
 from __future__ import annotations
 
-from typing import Any
+import numpy as np
+import torch
 
 from ..config import DistillConfig
-from ..model.batches import Batch
+from ..model.batches import Batch, BatchTargets
 from ..model.encoder import Encoded, Encoder
 from ..model.pooling import Accumulator, occurrence_vectors
+from ..model.teacher import TeacherPooling, sentence_vectors
+from ..vectors.targets import SentenceTargets
 from .stats import RunStats
 
 
-def checked_vectors(encoded: Encoded, config: DistillConfig, stats: RunStats) -> Any:
-    """``[occurrences, dim]``: the batch's occurrence vectors, pooled and combined.
+def accumulate(
+    encoded: Encoded,
+    batch: Batch,
+    accumulator: Accumulator,
+    config: DistillConfig,
+    stats: RunStats,
+    targets: SentenceTargets | None = None,
+) -> None:
+    """Add one batch's hidden states at its occurrences, and count its tokens.
 
     The batch's one wait for the device is here, once its pooling is queued: whether its
     half-precision states overflowed. Such a batch is run again in float32 (and counted), so
-    nothing of an overflow reaches the sums.
+    nothing of an overflow reaches the sums. With ``targets``, the batch's sentences that may be
+    targets are offered to it with the teacher's vector of each.
     """
-    occurrences = encoded.occurrences
-    vectors = occurrence_vectors(encoded.states, occurrences, config.pool, config.combine)
+    states, occurrences = encoded.states, encoded.occurrences
+    pool, combine = config.pool, config.combine
+    vectors = occurrence_vectors(states[: encoded.chosen], occurrences, pool, combine)
     if encoded.overflowed():
-        vectors = occurrence_vectors(encoded.rerun(), occurrences, config.pool, config.combine)
+        states = encoded.rerun()
+        vectors = occurrence_vectors(states[: encoded.chosen], occurrences, pool, combine)
         stats.batches_recomputed_float32 += 1
-    return vectors
-
-
-def accumulate(
-    encoded: Encoded, batch: Batch, accumulator: Accumulator, config: DistillConfig, stats: RunStats
-) -> None:
-    """Add one batch's hidden states at its occurrences, and count its tokens."""
-    accumulator.add(checked_vectors(encoded, config, stats), encoded.occurrences.entries)
+    accumulator.add(vectors, occurrences.entries)
+    if targets is not None and batch.targets is not None and encoded.last is not None:
+        offer_targets(states[encoded.last], batch, batch.targets, targets)
     stats.batches += 1
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
+
+
+def offer_targets(
+    last: torch.Tensor, batch: Batch, held: BatchTargets, targets: SentenceTargets
+) -> None:
+    """Offer the batch's target sentences that may enter ``targets``, with the teacher's vectors.
+
+    ``last``: the batch's last-layer states, ``[batch, tokens, hidden]``.
+    """
+    chosen = np.flatnonzero(targets.wanted(held.keys))
+    if not len(chosen):
+        return
+    rows = held.rows[chosen]
+    mask = torch.from_numpy(batch.attention_mask[rows])
+    pooling = TeacherPooling(**targets.pooling)
+    index = torch.from_numpy(rows).to(last.device)
+    vectors = sentence_vectors(last.index_select(0, index), mask, pooling).cpu().numpy()
+    starts, ends = held.indptr[chosen], held.indptr[chosen + 1]
+    picked = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
+    indptr = np.concatenate([[0], np.cumsum(ends - starts)])
+    targets.add(held.keys[chosen], vectors, indptr, held.entries[picked], held.counts[picked])
 
 
 def add_batch(

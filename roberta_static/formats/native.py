@@ -71,6 +71,7 @@ def write(
     np.save(path / VECTORS_FILE, vectors.vectors, allow_pickle=False)
     if vectors.weights is not None:
         np.save(path / WEIGHTS_FILE, vectors.weights, allow_pickle=False)
+
     with open(path / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as handle:
         rows = zip(vectors.words, vectors.counts.tolist(), strict=True)
         handle.writelines(f"{word}\t{count}\n" for word, count in rows)

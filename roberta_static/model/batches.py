@@ -12,6 +12,22 @@ from dataclasses import dataclass
 import numpy as np
 
 
+@dataclass(frozen=True)
+class TargetSentence:
+    """A sentence that may become a sentence target: its sampling key and the entries it holds.
+
+    Attributes:
+        key: Its sampling key (:func:`~roberta_static.vectors.targets.sentence_key`).
+        entries: The vocabulary entries occurring in it, ascending.
+        counts: How often each occurs.
+
+    """
+
+    key: int
+    entries: np.ndarray
+    counts: np.ndarray
+
+
 @dataclass
 class EncoderInput:
     """One encoder input: token ids with special tokens, and the occurrences to read from it.
@@ -19,19 +35,22 @@ class EncoderInput:
     Attributes:
         ids: Token ids, special tokens included.
         occurrences: ``[k, 3]`` int64 rows of ``(first_token, end_token, entry_id)``.
+        target: The whole sentence the input holds, when the teacher's vector of it is wanted.
 
     """
 
     ids: np.ndarray
     occurrences: np.ndarray
+    target: TargetSentence | None = None
 
 
 def pack_inputs(inputs: Sequence[EncoderInput]) -> dict[str, np.ndarray]:
-    """Encoder inputs as four flat arrays: token ids and occurrences, with their lengths.
+    """Encoder inputs as flat arrays: token ids and occurrences with their lengths, and targets.
 
-    What crosses a process boundary or goes into a checkpoint: four arrays pickle or save in
-    a fraction of the time two arrays per input take.
+    What crosses a process boundary or goes into a checkpoint: a few arrays pickle or save in a
+    fraction of the time two arrays per input take.
     """
+    targets = [(number, item.target) for number, item in enumerate(inputs) if item.target]
     return {
         "ids": np.concatenate([item.ids for item in inputs] or [np.zeros(0, np.int64)]),
         "lengths": np.array([len(item.ids) for item in inputs], dtype=np.int64),
@@ -39,6 +58,15 @@ def pack_inputs(inputs: Sequence[EncoderInput]) -> dict[str, np.ndarray]:
             [item.occurrences for item in inputs] or [np.zeros((0, 3), np.int64)]
         ),
         "counts": np.array([len(item.occurrences) for item in inputs], dtype=np.int64),
+        "target_inputs": np.array([number for number, _ in targets], dtype=np.int64),
+        "target_keys": np.array([target.key for _, target in targets], dtype=np.uint64),
+        "target_sizes": np.array([len(target.entries) for _, target in targets], dtype=np.int64),
+        "target_entries": np.concatenate(
+            [target.entries for _, target in targets] or [np.zeros(0, np.int64)]
+        ),
+        "target_counts": np.concatenate(
+            [target.counts for _, target in targets] or [np.zeros(0, np.int64)]
+        ),
     }
 
 
@@ -49,10 +77,40 @@ def unpack_inputs(arrays: Mapping[str, np.ndarray]) -> list[EncoderInput]:
     # every chunk a worker sends.
     ends = np.cumsum(arrays["lengths"]).tolist()
     last = np.cumsum(arrays["counts"]).tolist()
-    return [  # the start lists are one longer than the ends: zip stops at the last input
+    inputs = [  # the start lists are one longer than the ends: zip stops at the last input
         EncoderInput(ids[start:end], occurrences[first:stop])
         for start, end, first, stop in zip([0, *ends], ends, [0, *last], last, strict=False)
     ]
+    bounds = np.cumsum(arrays["target_sizes"]).tolist()
+    entries, counts = arrays["target_entries"], arrays["target_counts"]
+    for number, key, start, end in zip(
+        arrays["target_inputs"].tolist(),
+        arrays["target_keys"].tolist(),
+        [0, *bounds],
+        bounds,
+        strict=False,
+    ):
+        inputs[number].target = TargetSentence(key, entries[start:end], counts[start:end])
+    return inputs
+
+
+@dataclass
+class BatchTargets:
+    """The rows of a batch that hold sentence targets, with their keys and entries.
+
+    Attributes:
+        rows: Each target's batch row.
+        keys: Its sampling key (``uint64``).
+        indptr: Target ``i``'s entries are ``entries[indptr[i]:indptr[i + 1]]``.
+        entries, counts: The entries occurring in each target sentence, and how often.
+
+    """
+
+    rows: np.ndarray
+    keys: np.ndarray
+    indptr: np.ndarray
+    entries: np.ndarray
+    counts: np.ndarray
 
 
 @dataclass
@@ -63,6 +121,7 @@ class Batch:
         input_ids: ``[B, T]`` token ids, right-padded.
         attention_mask: ``[B, T]`` 1 for real tokens.
         rows, starts, ends, entries: One value per occurrence: its batch row, token range, entry.
+        targets: The rows whose sentences may become sentence targets, if any.
 
     """
 
@@ -72,6 +131,7 @@ class Batch:
     starts: np.ndarray
     ends: np.ndarray
     entries: np.ndarray
+    targets: BatchTargets | None = None
 
     @property
     def real_tokens(self) -> int:
@@ -162,4 +222,20 @@ def _pad(group: list[EncoderInput], pad_id: int) -> Batch:
         starts=occurrences[:, 0],
         ends=occurrences[:, 1],
         entries=occurrences[:, 2],
+        targets=_targets(group),
+    )
+
+
+def _targets(group: list[EncoderInput]) -> BatchTargets | None:
+    """The batch rows of ``group`` that hold sentence targets."""
+    held = [(row, item.target) for row, item in enumerate(group) if item.target is not None]
+    if not held:
+        return None
+    sizes = [len(target.entries) for _, target in held]
+    return BatchTargets(
+        rows=np.array([row for row, _ in held], dtype=np.int64),
+        keys=np.array([target.key for _, target in held], dtype=np.uint64),
+        indptr=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        entries=np.concatenate([target.entries for _, target in held]).astype(np.int64),
+        counts=np.concatenate([target.counts for _, target in held]).astype(np.int64),
     )

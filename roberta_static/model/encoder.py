@@ -34,10 +34,14 @@ class Encoded:
     """A batch's chosen hidden states as queued on the device, and its occurrences there.
 
     Attributes:
-        states: ``[layers, batch, tokens, hidden]`` float32.
+        states: ``[layers, batch, tokens, hidden]`` float32: the chosen layers, then (for the
+            sentence targets) the last one, when it is not among them.
         occurrences: Where the batch's occurrences are, on the device.
         overflow: On the device, whether half-precision states hold a NaN or Inf; None in float32.
         rerun: Computes the states again with the model in float32 (and counts it).
+        chosen: How many of the first ``states`` are the chosen layers.
+        last: Which of ``states`` is the model's last layer, when the run keeps sentence
+            targets; None otherwise.
 
     """
 
@@ -45,6 +49,8 @@ class Encoded:
     occurrences: Occurrences
     overflow: torch.Tensor | None
     rerun: Callable[[], torch.Tensor]
+    chosen: int
+    last: int | None = None
 
     def overflowed(self) -> bool:
         """Whether the states overflowed: reading it waits for the device to finish them."""
@@ -74,11 +80,18 @@ class Encoder:
             )
         self.num_layers = int(model.config.num_hidden_layers)
         self.layers = resolve_layers(config.layers, self.num_layers)
+        # The sentence targets pool the last layer: it is read too (and the blocks up to it run).
+        self.last_layer = None
+        self.read = self.layers
+        if config.sentence_targets:
+            if self.num_layers not in self.layers:
+                self.read = (*self.layers, self.num_layers)
+            self.last_layer = self.read.index(self.num_layers)
         self.hidden_size = int(model.config.hidden_size)
         self.device = resolve_device(config.devices[0])
         self.precision = resolve_precision(config.dtype, self.device, config.quantize)
         self.dtype = self.precision.dtype
-        self.model = truncate_layers(model, max(self.layers)).to(self.device, self.dtype).eval()
+        self.model = truncate_layers(model, max(self.read)).to(self.device, self.dtype).eval()
         if config.quantize == "int8":
             self.model = quantize_int8(self.model, self.device)
         self.max_length = resolve_max_length(model, tokenizer, config.max_length)
@@ -121,7 +134,8 @@ class Encoder:
         states = self.forward(input_ids, mask)
         # One reduction instead of an elementwise test: a sum is finite only if every term is.
         overflow = None if self.dtype == torch.float32 else ~torch.isfinite(states.sum())
-        return Encoded(states, occurrences, overflow, partial(self._in_float32, input_ids, mask))
+        rerun = partial(self._in_float32, input_ids, mask)
+        return Encoded(states, occurrences, overflow, rerun, len(self.layers), self.last_layer)
 
     def hidden_states(self, batch: Batch) -> torch.Tensor:
         """Chosen hidden layers of a batch as float32, shape ``[layers, batch, tokens, hidden]``.
@@ -129,7 +143,7 @@ class Encoder:
         A half-precision batch that overflows to NaN or Inf is run again in float32 and counted
         in ``float32_recomputes``.
         """
-        return self.encode(batch).checked_states()
+        return self.encode(batch).checked_states()[: len(self.layers)]
 
     def move(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None, Occurrences]:
         """The batch's input ids, the mask the model is given, and its occurrences, on the device.
@@ -163,7 +177,7 @@ class Encoder:
         # transformers 5 records hidden states with hooks on the blocks, so a model cut to no
         # blocks (only layer 0 chosen) reports none; its output is then the embedding output.
         states = output.hidden_states or (output.last_hidden_state,)
-        return torch.stack([states[layer] for layer in self.layers]).float()
+        return torch.stack([states[layer] for layer in self.read]).float()
 
 
 def takes_prepared_masks(model: nn.Module) -> bool:
@@ -247,17 +261,17 @@ def resolve_batch_tokens(requested: int | None, encoder: Encoder) -> int:
 def activation_bytes_per_token(encoder: Encoder) -> int:
     """Device memory one input token needs during a forward pass, generously counted.
 
-    Every hidden state up to the top chosen layer is kept (``output_hidden_states``), one block's
+    Every hidden state up to the top layer read is kept (``output_hidden_states``), one block's
     query/key/value and feed-forward activations are alive at a time (counted twice for the
-    kernels' scratch), and the chosen layers are stacked and copied to float32.
+    kernels' scratch), and the layers read are stacked and copied to float32.
     """
     config = encoder.model.config
     hidden = encoder.hidden_size
     intermediate = int(getattr(config, "intermediate_size", 4 * hidden))
     size = torch.finfo(encoder.dtype).bits // 8
-    kept = (max(encoder.layers) + 1) * hidden * size
+    kept = (max(encoder.read) + 1) * hidden * size
     block = 2 * (3 * hidden + intermediate) * size
-    chosen = len(encoder.layers) * hidden * (size + 4)
+    chosen = len(encoder.read) * hidden * (size + 4)
     return kept + block + chosen
 
 

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 
 from ..errors import ConfigError
 from ..text.vocab import MatchedSentence
-from .batches import EncoderInput, EncodeStats
+from .batches import EncoderInput, EncodeStats, TargetSentence
 
 MIN_WINDOW = 2
 """Fewest text tokens an input holds beside its special tokens (windows overlap by half)."""
@@ -49,8 +49,16 @@ class SubwordEncoder:
         """The tokenizer as JSON, to build the same encoder in another process."""
         return self._tokenizer.to_str()
 
-    def encode(self, sentences: Sequence[MatchedSentence]) -> list[EncoderInput]:
-        """Encode sentences that hold occurrences; returns one input per window used."""
+    def encode(
+        self,
+        sentences: Sequence[MatchedSentence],
+        targets: Sequence[TargetSentence | None] | None = None,
+    ) -> list[EncoderInput]:
+        """Encode sentences that hold occurrences; returns one input per window used.
+
+        ``targets``: per sentence, what its input carries for the sentence targets; a sentence
+        read in windows holds none (its teacher's vector would be of a part of it).
+        """
         encodings = self._tokenizer.encode_batch(
             [self._lead + s.text for s in sentences], add_special_tokens=False
         )
@@ -78,7 +86,8 @@ class SubwordEncoder:
             elif last > first:
                 self.stats.windows += 1
                 window_ids = np.concatenate([self.prefix, ids[start:end], self.suffix])
-                inputs.append(EncoderInput(window_ids, shifted[first:last]))
+                target = targets[index] if targets is not None else None
+                inputs.append(EncoderInput(window_ids, shifted[first:last], target))
         return inputs
 
     def _locate(

@@ -17,6 +17,8 @@ from ..errors import VectorsError
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
 
+    from .targets import SentenceTargets
+
 
 @dataclass
 class VectorData:
@@ -29,6 +31,8 @@ class VectorData:
         meta: Provenance written to ``meta.json``.
         weights: Each entry's weight in a text's vector, learned by ``tune`` (``None`` for
             vectors not tuned): a text's vector is the mean of its entries' ``weight * vector``.
+        targets: The sentence targets ``distill`` kept for ``tune``, their entries numbered as
+            these rows; written into a vectors folder's ``targets/`` (read by ``tune``).
 
     """
 
@@ -37,6 +41,7 @@ class VectorData:
     counts: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     weights: np.ndarray | None = None
+    targets: SentenceTargets | None = None
 
     def __post_init__(self) -> None:
         self.vectors = np.asarray(self.vectors, dtype=np.float32)

@@ -28,6 +28,8 @@ from ..errors import VectorsError
 from ..formats import native
 from ..version import __version__
 from .data import VectorData
+from .target_files import has_targets, read_targets
+from .targets import SentenceTargets
 
 
 def merge(inputs: Sequence[VectorData], names: Sequence[str] | None = None) -> VectorData:
@@ -69,7 +71,33 @@ def merge(inputs: Sequence[VectorData], names: Sequence[str] | None = None) -> V
         counts[where] += data.counts
     vectors = _weighted_means(inputs, rows, counts)
     meta = _merged_meta(inputs, names, list(index), counts)
-    return VectorData(list(index), vectors, counts, meta)
+    targets = _merged_targets(inputs, rows, names)
+    return VectorData(list(index), vectors, counts, meta, targets=targets)
+
+
+def _merged_targets(
+    inputs: Sequence[VectorData], rows: list[np.ndarray], names: Sequence[str]
+) -> SentenceTargets | None:
+    """The sentence targets of the texts of all inputs (those of the smallest keys over all).
+
+    Raises:
+        VectorsError: Some inputs hold targets and others do not.
+
+    """
+    held = [data.targets is not None for data in inputs]
+    if not any(held):
+        return None
+    if not all(held):
+        have, lack = names[held.index(True)], names[held.index(False)]
+        raise VectorsError(
+            f"merge: {have} holds sentence targets and {lack} does not; merge vectors that all "
+            "kept them (distill --sentence-targets) or none"
+        )
+    merged = None
+    for data, where in zip(inputs, rows, strict=True):
+        renamed = data.targets.reindexed(where)  # type: ignore[union-attr]
+        merged = renamed if merged is None else merged.merge(renamed)
+    return merged
 
 
 def merge_folders(folders: Sequence[str | os.PathLike]) -> VectorData:
@@ -104,7 +132,10 @@ def _read(path: Path) -> VectorData:
         )
     if not path.is_dir():
         raise VectorsError(f"{path}: no such vectors folder")
-    return native.read(path, mmap=True)  # rows are read once, as they are added
+    data = native.read(path, mmap=True)  # rows are read once, as they are added
+    if has_targets(path):
+        data.targets = read_targets(path, data.words)
+    return data
 
 
 def check_mergeable(inputs: Sequence[VectorData], names: Sequence[str]) -> None:

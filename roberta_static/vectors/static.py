@@ -29,6 +29,7 @@ from ..formats import exports, native
 from .data import VectorData
 from .merge import merge, merge_folders
 from .queries import cosines, query_vector, top_rows, unit
+from .target_files import write_targets
 
 Key = str | np.ndarray
 """A word or phrase, or a vector of the same width."""
@@ -245,7 +246,7 @@ class StaticVectors(VectorData):
 
         """
         data = merge([self, *others])
-        return type(self)(data.words, data.vectors, data.counts, data.meta, data.weights)
+        return type(self)(data.words, data.vectors, data.counts, data.meta, targets=data.targets)
 
     @classmethod
     def load_merged(cls, folders: Sequence[str | os.PathLike]) -> StaticVectors:
@@ -260,7 +261,7 @@ class StaticVectors(VectorData):
 
         """
         data = merge_folders(folders)
-        return cls(data.words, data.vectors, data.counts, data.meta, data.weights)
+        return cls(data.words, data.vectors, data.counts, data.meta, targets=data.targets)
 
     def save(self, path: str | os.PathLike, overwrite: bool = False) -> Path:
         """Write the folder atomically (:mod:`roberta_static.formats.native`).
@@ -273,8 +274,10 @@ class StaticVectors(VectorData):
         return Path(path)
 
     def write_into(self, folder: Path) -> None:
-        """Write the three files into an existing folder (used by ``save`` and the CLI)."""
+        """Write the folder's files into an existing folder (used by ``save`` and the CLI)."""
         native.write(self, folder)
+        if self.targets is not None:
+            write_targets(self.targets, folder, self.words)
 
     @classmethod
     def load(

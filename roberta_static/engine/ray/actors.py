@@ -25,7 +25,9 @@ from ...model.batches import Batch
 from ...model.encoder import Encoder
 from ...model.pooling import Accumulator
 from ...model.threads import use_threads
+from ...vectors.targets import SentenceTargets
 from ..base import Sums
+from ..encoders import empty_like
 from ..state import PassState
 from ..stats import RunStats
 from ..step import accumulate
@@ -47,7 +49,10 @@ class Encoded:
 
 @dataclass(frozen=True)
 class Drained:
-    """An actor's sums since its last drain: entries ``rows``, the batches they hold."""
+    """An actor's sums since its last drain: entries ``rows``, the batches they hold.
+
+    ``targets``: the sentence targets those batches offered, when the pass keeps them.
+    """
 
     started: int
     tickets: list[int]
@@ -55,12 +60,20 @@ class Drained:
     sums: np.ndarray
     counts: np.ndarray
     stats: RunStats
+    targets: SentenceTargets | None = None
 
 
 class EncoderActor:
     """A Ray actor: the model on one device, summing the batches it is sent."""
 
-    def __init__(self, model: list[Any], config: DistillConfig, entries: int, device: str) -> None:
+    def __init__(
+        self,
+        model: list[Any],
+        config: DistillConfig,
+        entries: int,
+        device: str,
+        targets: SentenceTargets | None = None,
+    ) -> None:
         import ray
 
         if device == "cpu":
@@ -73,6 +86,8 @@ class EncoderActor:
         self.encoder = Encoder(_rebuilt(*parts), tokenizer, self.config)
         self.accumulator = Accumulator(entries, self.encoder.output_dim(config.combine), device)
         self.stats = RunStats()
+        self.empty_targets = targets
+        self.targets = empty_like(targets)
         self.tickets: set[int] = set()  # summed since the last drain
         self.idle_since = time.perf_counter()
 
@@ -82,7 +97,8 @@ class EncoderActor:
             return Encoded(self.started, ticket, 0)
         # An actor's calls run one at a time: the time since its last one, it waited for input.
         counted = RunStats(encoder_wait_seconds=time.perf_counter() - self.idle_since)
-        accumulate(self.encoder.encode(batch), batch, self.accumulator, self.config, counted)
+        encoded = self.encoder.encode(batch)
+        accumulate(encoded, batch, self.accumulator, self.config, counted, self.targets)
         self.stats.add(counted)
         self.tickets.add(ticket)
         self.idle_since = time.perf_counter()
@@ -91,8 +107,9 @@ class EncoderActor:
     def drain(self) -> Drained:
         """The sums since the last drain, handed over (and zeroed here)."""
         rows, sums, counts = self.accumulator.take()
-        drained = Drained(self.started, sorted(self.tickets), rows, sums, counts, self.stats)
-        self.tickets, self.stats = set(), RunStats()
+        tickets = sorted(self.tickets)
+        drained = Drained(self.started, tickets, rows, sums, counts, self.stats, self.targets)
+        self.tickets, self.stats, self.targets = set(), RunStats(), empty_like(self.empty_targets)
         return drained
 
 
@@ -125,7 +142,15 @@ class RayEncoders:
 
     """
 
-    def __init__(self, ray: Any, model: Any, config: DistillConfig, entries: int, dim: int) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        model: Any,
+        config: DistillConfig,
+        entries: int,
+        dim: int,
+        targets: SentenceTargets | None = None,
+    ) -> None:
         self.ray = ray
         gpus = int(ray.cluster_resources().get("GPU", 0))
         on_gpu = gpus > 0 and config.device != "cpu"
@@ -140,7 +165,7 @@ class RayEncoders:
         self.actors = [
             _Actor(
                 actor.options(name=f"roberta-static-{run}-encoder-{i}", **options).remote(
-                    [model], config, entries, "cuda" if on_gpu else "cpu"
+                    [model], config, entries, "cuda" if on_gpu else "cpu", targets
                 )
             )
             for i in range(config.encoders or (gpus if on_gpu else 1))
@@ -148,12 +173,15 @@ class RayEncoders:
         self.sums = np.zeros((entries, dim))
         self.counts = np.zeros(entries, dtype=np.int64)
         self.stats = RunStats()
+        self.targets = empty_like(targets)
         self.drained: list[int] = []  # tickets drained since the loop last asked
 
     def restore(self, state: PassState) -> None:
         """Go on from a resumed state's sums."""
         self.sums, self.counts = state.dense(len(self.counts))
         self.stats = RunStats.merged([state.stats])
+        if state.targets is not None:
+            self.targets = state.targets
 
     def offer(self, ticket: int, batch: Batch, timeout: float) -> bool:
         """Send a batch to the actor with the fewest in flight, waiting up to ``timeout``."""
@@ -178,7 +206,8 @@ class RayEncoders:
     def snapshot(self) -> Sums:
         """The sums drained so far (a batch in flight or not drained is not in them)."""
         tickets = self.summed()
-        return Sums(self.sums.copy(), self.counts.copy(), RunStats.merged([self.stats]), tickets)
+        stats = RunStats.merged([self.stats])
+        return Sums(self.sums.copy(), self.counts.copy(), stats, tickets, self.targets)
 
     def tokens(self) -> int:
         """Tokens encoded in the batches drained."""
@@ -218,6 +247,8 @@ class RayEncoders:
         self.sums[drained.rows] += drained.sums
         self.counts[drained.rows] += drained.counts
         self.stats.add(drained.stats)
+        if self.targets is not None and drained.targets is not None:
+            self.targets = self.targets.merge(drained.targets)
         for ticket in drained.tickets:
             actor.undrained.pop(ticket, None)
         self.drained += drained.tickets

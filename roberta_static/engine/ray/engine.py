@@ -40,7 +40,7 @@ class RayEngine:
             model = ray.put((*model_parts(job.model), job.tokenizer))
 
             def pool(stopping: object) -> RayEncoders:
-                return RayEncoders(ray, model, config, len(job.vocab), job.dim)
+                return RayEncoders(ray, model, config, len(job.vocab), job.dim, job.targets)
 
             try:
                 return run_pass(job, feeder, pool, resume, stopping, progress, sharded=True)
