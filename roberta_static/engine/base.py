@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,9 +25,11 @@ from ..text.vocab import VocabMatcher, Vocabulary, vocabulary_stats
 from ..vectors.targets import SentenceTargets
 from .checkpoint import Saver
 from .messages import Chunk, Counted, Task
-from .producer import Producer
 from .state import PassState
 from .stats import RunStats
+
+if TYPE_CHECKING:
+    from .producer import Producer
 
 
 @dataclass
@@ -54,6 +56,8 @@ class Job:
 
     def producer(self) -> Producer:
         """The CPU side in this process, sharing the encoder's subword tokenizer."""
+        from .producer import Producer  # spaCy's: the Ray engine's encoder actors need none
+
         matcher = VocabMatcher(self.nlp, self.vocab)
         subwords, budget = self.encoder.subwords, self.encoder.batch_tokens
         return Producer(self.nlp, matcher, subwords, budget, self.corpus, self.config)

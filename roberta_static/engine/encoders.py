@@ -20,7 +20,7 @@ from ..config import DistillConfig
 from ..model.batches import Batch
 from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
-from ..vectors.targets import SentenceTargets
+from ..vectors.targets import SentenceTargets, empty_like
 from .base import Sums
 from .state import PassState
 from .stats import RunStats
@@ -165,13 +165,6 @@ class EncoderThreads:
     def _raise_failure(self) -> None:
         if self.failure is not None:
             raise self.failure
-
-
-def empty_like(targets: SentenceTargets | None) -> SentenceTargets | None:
-    """An empty sample like ``targets`` (None without targets)."""
-    if targets is None:
-        return None
-    return SentenceTargets(targets.limit, targets.dim, targets.pooling)
 
 
 def _merged(parts: list[SentenceTargets | None]) -> SentenceTargets | None:

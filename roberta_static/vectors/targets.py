@@ -50,6 +50,13 @@ def sentence_keys(texts: Sequence[str]) -> np.ndarray:
     return np.fromiter((sentence_key(text) for text in texts), np.uint64, len(texts))
 
 
+def empty_like(targets: SentenceTargets | None) -> SentenceTargets | None:
+    """An empty sample with the limit, width and pooling of ``targets`` (None for None)."""
+    if targets is None:
+        return None
+    return SentenceTargets(targets.limit, targets.dim, targets.pooling)
+
+
 class SentenceTargets:
     """A bottom-k sample of sentences: their keys, teacher vectors and entries with counts.
 

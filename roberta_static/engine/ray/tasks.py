@@ -8,18 +8,28 @@ yields the same chunks, and Ray hands the loop only those it has not had.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ...debug import keep_traceback
-from ...errors import RobertaStaticError
-from ..messages import Chunk, Counted, CountShard, EncodeShard, Task
-from ..producer import Producer, ProducerSetup
-from ..worker import worker_failure
-from .cluster import values
+# The shard tasks run in Ray workers of their own, started with this variable, when their CPU
+# side needs no torch (see ``producer.needs_torch``): thinc then imports none, as in the local
+# engine's workers, and each such worker holds that much less memory. It must come before spaCy's
+# imports, which the producer's below begin.
+WITHOUT_TORCH = "ROBERTA_STATIC_TASKS_WITHOUT_TORCH"
+if os.environ.get(WITHOUT_TORCH) == "1":
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+
+from ...debug import keep_traceback  # noqa: E402
+from ...config import DistillConfig  # noqa: E402
+from ...errors import RobertaStaticError  # noqa: E402
+from ..messages import Chunk, Counted, CountShard, EncodeShard, Task  # noqa: E402
+from ..producer import Producer, ProducerSetup, needs_torch  # noqa: E402
+from ..worker import worker_failure  # noqa: E402
+from .cluster import values  # noqa: E402
 
 _CHUNKS_AHEAD = 4  # chunks a shard task makes before the loop takes them
 
@@ -69,10 +79,12 @@ class RayFeeder:
         self.ray, self.capacity = ray, capacity
         self.run = uuid.uuid4().hex
         self.setup = ray.put(setup)
-        task = ray.remote(num_cpus=1, max_retries=3)
-        self.count_task = task(count_shard)
+        options: dict[str, Any] = {"num_cpus": 1, "max_retries": 3}
+        if not needs_torch(DistillConfig(**setup.config)):
+            options["runtime_env"] = {"env_vars": {WITHOUT_TORCH: "1"}}
+        self.count_task = ray.remote(**options)(count_shard)
         self.produce_task = ray.remote(
-            num_cpus=1, max_retries=3, _generator_backpressure_num_objects=_CHUNKS_AHEAD
+            **options, _generator_backpressure_num_objects=_CHUNKS_AHEAD
         )(produce_shard)
         self.running: dict[Any, Task] = {}  # a task's reference (or generator) and the task
 
