@@ -23,8 +23,8 @@ WITHOUT_TORCH = "ROBERTA_STATIC_TASKS_WITHOUT_TORCH"
 if os.environ.get(WITHOUT_TORCH) == "1":
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
 
-from ...debug import keep_traceback  # noqa: E402
 from ...config import DistillConfig  # noqa: E402
+from ...debug import keep_traceback  # noqa: E402
 from ...errors import RobertaStaticError  # noqa: E402
 from ..messages import Chunk, Counted, CountShard, EncodeShard, Task  # noqa: E402
 from ..producer import Producer, ProducerSetup, needs_torch  # noqa: E402
