@@ -12,7 +12,7 @@ from itertools import islice
 from typing import Any
 
 from .errors import RobertaStaticWarning, short_list
-from .text.corpus import Corpus, TextCorpus
+from .text.corpus import MAX_UNIT_BYTES, Corpus, TextCorpus
 from .text.languages import unspaced_script
 
 Spelling = Callable[[str, Any], str]
@@ -70,6 +70,11 @@ def input_warnings(stats: dict[str, Any], spell: Spelling = as_argument) -> list
     found = []
     if stats["bad_bytes"]:
         found.append(f"{stats['bad_bytes']:,} invalid UTF-8 bytes replaced")
+    if stats.get("lines_cut"):  # absent from the meta.json of older runs
+        found.append(
+            f"{stats['lines_cut']:,} lines longer than {MAX_UNIT_BYTES // 1000:,} kB read as "
+            "several units each (cut at a space where there is one)"
+        )
     if stats["batches_recomputed_float32"]:
         found.append(
             f"{stats['batches_recomputed_float32']:,} batches overflowed to NaN/Inf in "

@@ -350,17 +350,20 @@ def test_skipped_and_repaired_input_is_warned_even_when_quiet(roberta_dir, vocab
     corpus.mkdir()
     (corpus / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
     (corpus / "text.txt").write_bytes(b"The cat sat on the mat in Paris, caf\xe9.\n")
+    (corpus / "wide.txt").write_text("The dog runs. " + "x" * 250_000 + "\n")  # one line cut
     out = tmp_path / "out"
     result = run("distill", corpus, "--vocab", vocab_file, "--model", roberta_dir, "-l", "1",
                  "--out", out, "--quiet")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
         "warning: 1 invalid UTF-8 bytes replaced",
+        "warning: 1 lines longer than 100 kB read as several units each (cut at a space where "
+        "there is one)",
         f"warning: 1 binary files (NUL bytes) skipped: {corpus / 'image.png'}",
     ]
-    assert StaticVectors.load(out).meta["stats"]["binary_files_skipped"] == [
-        str(corpus / "image.png")
-    ]
+    stats = StaticVectors.load(out).meta["stats"]
+    assert stats["binary_files_skipped"] == [str(corpus / "image.png")]
+    assert stats["lines_cut"] == 1
 
 
 def test_summary_and_meta_name_the_entries_never_found(roberta_dir, corpus_file, tmp_path):

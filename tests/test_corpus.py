@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from roberta_static.errors import CorpusError
 from roberta_static.outputs import CSV_FILE, FINETUNE_FILE, PIPELINE_MARK
 from roberta_static.quality.sweep import write_csv
-from roberta_static.text.corpus import Corpus, check_readable, decode
+from roberta_static.text.corpus import Corpus, TextCorpus, check_readable, decode
 from roberta_static.text.files import OWN_OUTPUT
 from roberta_static.vectors.static import StaticVectors
 
@@ -185,6 +185,33 @@ def test_a_long_line_without_newline_comes_in_bounded_pieces(tmp_path):
     pieces = list(corpus)
     assert len(pieces) > 30 and all(len(p.encode()) <= MAX_UNIT_BYTES for p in pieces)
     assert "".join(pieces) == text and corpus.bad_bytes == 0
+    assert corpus.lines_cut == 1  # one line, however many units
+
+
+def test_lines_cut_are_counted_once_each_and_once_across_a_resume(tmp_path):
+    long = " ".join(f"w{i}" for i in range(60_000))  # about 400 kB: several units
+    path = tmp_path / "mixed.txt"
+    path.write_text(f"short one\n{long}\nshort two\n{long}\nlast\n", encoding="utf-8")
+    corpus = Corpus([path])
+    counted = [(position, corpus.lines_cut) for _, position in corpus.units()]
+    assert len(counted) > 8 and counted[-1][1] == 2
+    # Resumed after any unit, the lines cut from there on and those before add up to the whole.
+    for position, before in counted:
+        rest = Corpus([path])
+        list(rest.units(position))
+        assert before + rest.lines_cut == 2, position
+
+
+def test_texts_and_jsonl_fields_too_long_for_a_unit_count_as_cut(tmp_path):
+    import json
+
+    long = " ".join(f"w{i}" for i in range(30_000))
+    texts = TextCorpus(["short", long])
+    assert len(list(texts)) > 2 and texts.lines_cut == 1
+    path = tmp_path / "docs.jsonl"
+    path.write_text(json.dumps({"text": long}) + "\n" + json.dumps({"text": "short"}) + "\n")
+    corpus = Corpus([path])
+    assert len(list(corpus)) > 2 and corpus.lines_cut == 1
 
 
 @pytest.mark.parametrize("name", ["corpus.txt", "corpus.txt.gz"])

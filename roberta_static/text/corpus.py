@@ -269,7 +269,8 @@ class Corpus:
         for offset, record, ends_line in _records(stream, start.offset, whole_lines=jsonl):
             if end is not None and offset >= end:
                 return
-            self.lines_cut += ends_line and in_cut_line
+            read_before = offset == start.offset and start.skip > 0  # counted before the resume
+            self.lines_cut += ends_line and in_cut_line and not read_before
             in_cut_line = not ends_line
             if offset == 0:
                 record = record.removeprefix(codecs.BOM_UTF8)
