@@ -195,16 +195,15 @@ def teacher_rows(
     key = digest(model, texts)
     rows: list[tuple[str, Embed]] = []
     tuned = tuned_vectors(texts, model, args.work, key)
-    if tuned is not None:
-        word_costs(ours, tuned)
-        plain = saved(tuned, folder / "tuned")  # the exports hold each row times its weight
-        rows += [
-            (
-                "roberta-static tuned: spaCy doc.similarity, doc_vector weighted",
-                SpacyDocs(plain, "weighted", args),
-            ),
-            ("roberta-static tuned: model2vec export", model2vec_embed(plain / "model2vec")),
-        ]
+    word_costs(ours, tuned)
+    plain = saved(tuned, folder / "tuned")  # the exports hold each row times its weight
+    rows += [
+        (
+            "roberta-static tuned: spaCy doc.similarity, doc_vector weighted",
+            SpacyDocs(plain, "weighted", args),
+        ),
+        ("roberta-static tuned: model2vec export", model2vec_embed(plain / "model2vec")),
+    ]
     trained = tokenlearn_model(texts, model, args.work, key, args.tokenlearn_python)
     if trained is not None:
         rows.append(

@@ -23,7 +23,7 @@ Run it from ``benchmarks/`` (``--small`` for a quick check; the full set takes h
 cores):
 
     python scale.py --work /tmp/scale
-    python scale.py --work /tmp/scale --corpora files:1000,files:100000 --vocab 100000 --engines workers
+    python scale.py --work /tmp/scale --runs files:1000@100000,files:100000@100000 --engines workers
 """
 
 from __future__ import annotations

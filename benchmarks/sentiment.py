@@ -199,16 +199,12 @@ def static_rows(
 def teacher_rows(texts: list[str], model: str, folder: Path, args: argparse.Namespace) -> list[Row]:
     """Ours tuned on MiniLM's sentence vectors, and model2vec + tokenlearn (when they can run)."""
     rows, key = [], digest(model, texts)
-    tuned = tuned_vectors(texts, model, args.work, key)
-    if tuned is not None:
-        plain = saved(tuned, folder / "tuned")  # the exports hold each row times its weight
-        name = "ours tuned (snippets)"
-        rows += [
-            Row(
-                f"{name}, spaCy doc.vector, doc_vector weighted", SpacyDocs(plain, "weighted", args)
-            ),
-            Row(f"{name}, model2vec export", model2vec_embed(plain / "model2vec")),
-        ]
+    plain = saved(tuned_vectors(texts, model, args.work, key), folder / "tuned")
+    name = "ours tuned (snippets)"  # the exports hold each row times its weight
+    rows += [
+        Row(f"{name}, spaCy doc.vector, doc_vector weighted", SpacyDocs(plain, "weighted", args)),
+        Row(f"{name}, model2vec export", model2vec_embed(plain / "model2vec")),
+    ]
     trained = tokenlearn_model(texts, model, args.work, key, args.tokenlearn_python)
     if trained is not None:
         rows.append(

@@ -3,8 +3,7 @@
 Shared by ``sentiment.py`` and ``doc_similarity.py``; both train on the text their other rows see.
 
 - Ours tuned: ``distill`` over the text keeping sentence targets (MiniLM's own sentence vectors:
-  mean pooling, normalised), then ``tune`` with its defaults. Needs a ``distill`` that keeps
-  targets (``DistillConfig.sentence_targets``); without one the rows are skipped, saying so.
+  mean pooling, normalised), then ``tune`` with its defaults.
 - model2vec + tokenlearn: tokenlearn 0.2.1 (the PyPI release) as its README runs it, with MiniLM
   as teacher: ``featurize`` (the mean of MiniLM's token vectors, special tokens left out), then
   ``train_model`` (model2vec distillation over a vocabulary of the text's words, PCA 256, MSE,
@@ -16,7 +15,6 @@ Shared by ``sentiment.py`` and ``doc_similarity.py``; both train on the text the
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import time
 from pathlib import Path
@@ -30,26 +28,15 @@ TARGETS = 200_000  # sentence targets kept: the issue's default
 TOKENLEARN_SCRIPT = Path(__file__).with_name("tokenlearn_train.py")
 
 
-def distill_keeps_targets() -> bool:
-    """Whether this roberta-static's ``distill`` can keep sentence targets."""
-    return "sentence_targets" in {field.name for field in dataclasses.fields(DistillConfig)}
-
-
-def tuned_vectors(texts: list[str], model: str, work: Path, key: str) -> StaticVectors | None:
-    """Vectors distilled over ``texts`` keeping targets, then tuned (both cached under ``work``).
-
-    None, with a line saying why, when ``distill`` keeps no targets.
-    """
-    if not distill_keeps_targets():
-        print("tuned rows: skipped (this distill keeps no sentence targets yet)")
-        return None
+def tuned_vectors(texts: list[str], model: str, work: Path, key: str) -> StaticVectors:
+    """Vectors distilled over ``texts`` keeping targets, then tuned (both cached under ``work``)."""
     distilled, tuned = work / f"targets-{key}", work / f"tuned-{key}"
     if not (distilled / "meta.json").is_file():
         config = DistillConfig(
             model=model, min_count=1, max_contexts=0, device="cpu", sentence_targets=TARGETS
         )
         tick = time.perf_counter()
-        distill(texts=texts, config=config).save(distilled)  # phase 2 writes targets/ with it
+        distill(texts=texts, config=config).save(distilled)  # targets/ with the vectors
         print(f"  distill keeping targets: {time.perf_counter() - tick:.0f} s")
     if not (tuned / "meta.json").is_file():
         record = tune(distilled, tuned, TuneConfig(device="cpu")).meta["tune"]

@@ -1,13 +1,9 @@
 """tune's design choices, measured: held-out loss and Lee document similarity per variant.
 
-Until ``distill`` keeps sentence targets in its pass (phase 2 of the issue "Learn from the
-teacher's sentences"), this script makes them the way the pass will: the corpus split into
-sentences by the same spaCy segmenter, the vocabulary's occurrences found by the same matcher
-(``text/vocab.py``), and each sentence's teacher vector pooled by ``model/teacher.py`` from the
-teacher's last layer (one sentence per encoder input, truncated at the model's limit; the pass
-reads long sentences in windows). The text is gensim's Lee corpus, background plus the 50
-documents, as ``doc_similarity.py`` reads it; vectors are distilled over it with the offline
-all-MiniLM-L6-v2, every word, ``max_contexts=0``.
+The targets are ``distill``'s own (``--sentence-targets``): MiniLM's sentence vectors of a
+sample of the sentences the pass encodes, with their entries. The text is gensim's Lee corpus,
+background plus the 50 documents, as ``doc_similarity.py`` reads it; vectors are distilled over
+it with the offline all-MiniLM-L6-v2, every word, ``max_contexts=0``.
 
 Each variant tunes from the same vectors and targets and is scored by its held-out loss and
 cosine to the teacher, and by the Pearson of spaCy ``doc.similarity`` (the component,
@@ -43,52 +39,11 @@ from quality import minilm_path
 from teacher_rows import tokenlearn_model
 
 from roberta_static import DistillConfig, StaticVectors, distill
-from roberta_static.model.loading import load_pretrained
-from roberta_static.model.teacher import sentence_vectors, teacher_pooling
-from roberta_static.text.segment import load_segmenter, segment
-from roberta_static.text.vocab import VocabMatcher, Vocabulary
 from roberta_static.tuning import training
 from roberta_static.tuning.config import TuneConfig
 from roberta_static.tuning.run import tune
 from roberta_static.vectors.target_files import has_targets, write_targets
-from roberta_static.vectors.targets import SentenceTargets, sentence_keys
-
-BATCH = 64
-
-
-def sentences_with_entries(texts: list[str], words: list[str]) -> Iterator[tuple[str, dict]]:
-    """Each sentence of ``texts`` and the count of each vectors row occurring in it."""
-    nlp = load_segmenter("en")
-    matcher = VocabMatcher(nlp, Vocabulary(words))  # entry ids are the rows of ``words``
-    for doc, _ in segment(nlp, ((text, None) for text in texts)):
-        for sentence in matcher(doc):
-            counts: dict[int, int] = {}
-            for _, _, entry in sentence.spans:
-                counts[entry] = counts.get(entry, 0) + 1
-            yield sentence.text, counts
-
-
-def offline_targets(
-    texts: list[str], vectors: StaticVectors, model: str, limit: int
-) -> SentenceTargets:
-    """The targets the pass will keep, made outside it (see the module's docstring)."""
-    encoder, tokenizer = load_pretrained(DistillConfig(model=model, device="cpu"))
-    encoder.eval()
-    pooling = teacher_pooling(model)
-    targets = SentenceTargets(limit, encoder.config.hidden_size, pooling.to_dict())
-    found = list(sentences_with_entries(texts, list(vectors.words)))
-    for first in range(0, len(found), BATCH):
-        part = found[first : first + BATCH]
-        batch = tokenizer([t for t, _ in part], padding=True, truncation=True, return_tensors="pt")
-        with torch.no_grad():
-            hidden = encoder(**batch).last_hidden_state
-        teacher = sentence_vectors(hidden, batch["attention_mask"], pooling).numpy()
-        rows = [sorted(counts) for _, counts in part]
-        entries = np.array([e for row in rows for e in row], dtype=np.int64)
-        counts = np.array([c[e] for (_, c), row in zip(part, rows, strict=True) for e in row])
-        indptr = np.cumsum([0] + [len(row) for row in rows])
-        targets.add(sentence_keys([t for t, _ in part]), teacher, indptr, entries, counts)
-    return targets
+from roberta_static.vectors.targets import SentenceTargets
 
 
 @contextlib.contextmanager
@@ -146,16 +101,13 @@ def main() -> None:
     folder = args.work / "vectors"
     if not has_targets(folder):
         tick = time.perf_counter()
-        config = DistillConfig(model=model, min_count=1, max_contexts=0, device="cpu")
-        vectors = distill(texts=texts, config=config)
-        distilled = time.perf_counter() - tick
-        targets = offline_targets(texts, vectors, model, args.limit)
-        print(
-            f"distill {distilled:.0f} s, then targets {time.perf_counter() - tick - distilled:.0f} s"
+        config = DistillConfig(
+            model=model, min_count=1, max_contexts=0, device="cpu", sentence_targets=args.limit
         )
+        vectors = distill(texts=texts, config=config)
+        print(f"distill keeping targets: {time.perf_counter() - tick:.0f} s")
         shutil.rmtree(folder, ignore_errors=True)
         vectors.save(folder)
-        write_targets(targets.reindexed(np.arange(len(vectors))), folder, vectors.words)
     spacy_args = argparse.Namespace(remove_top_pcs=4, sif=1e-3)
     pearson = correlations(SpacyDocs(folder, "weighted", spacy_args).similarities(docs), human)[0]
     print(f"\n{'variant':44}{'held-out loss':>22}{'cosine':>16}{'epochs':>8}{'s':>6}{'Lee':>7}")

@@ -74,7 +74,7 @@ class Chunk:
         """The bytes and sentences of the shard once this chunk is summed."""
         return Work(self.end_bytes, self.stats.sentences)
 
-    # Worker processes hand chunks over pickled: its inputs as four flat arrays, not two arrays
+    # Worker processes hand chunks over pickled: its inputs as a few flat arrays, not two arrays
     # per sentence, whose unpickling held up the encoder's process (see feed.py's hand-over).
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "inputs": pack_inputs(self.inputs)}

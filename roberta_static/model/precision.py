@@ -2,7 +2,7 @@
 
 On a CPU, bfloat16 pays only where the CPU computes it natively: Intel AMX's matrix units, or
 the AVX512-BF16 vector instructions (AMD Zen 4, Intel Cooper Lake and later). Elsewhere torch
-emulates it, several times slower than float32 (see ``benchmarks/THROUGHPUT.md``). Which units
+emulates it, several times slower than float32 (see ``docs/benchmarks/throughput.md``). Which units
 there are is read from what torch reports, never from a list of CPU names.
 """
 
@@ -111,7 +111,7 @@ def quantize_int8(model: nn.Module, device: torch.device) -> nn.Module:
     Weights are quantized per output channel, each batch's activations per tensor on the fly
     (torch's dynamic quantization, on the CPU only). Layers that narrow their input (the
     feed-forward blocks' down-projection) stay in float32: their input, the activation's
-    output, has outliers that one scale per tensor loses (``benchmarks/THROUGHPUT.md`` shows
+    output, has outliers that one scale per tensor loses (``docs/benchmarks/throughput.md`` shows
     what quantizing them too costs the scores).
 
     Raises:

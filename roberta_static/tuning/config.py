@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -26,7 +27,7 @@ class TuneConfig:
     starts as the least-squares fit of the targets and is dropped at the end.
 
     The choices (loss, step size, the head's start, the start's components and weights) were
-    measured against tokenlearn's; ``benchmarks/TUNE.md`` has the figures. The batch size, the
+    measured against tokenlearn's; ``docs/benchmarks/tune.md`` has the figures. The batch size, the
     patience and the held-out share are tokenlearn's.
 
     Args:
@@ -90,7 +91,7 @@ class TuneConfig:
         if sentences < MIN_SENTENCES or count < 1:
             raise ConfigError(
                 f"{sentences:,} sentences with vocabulary entries are too few for a held-out "
-                f"split (at least {max(MIN_SENTENCES, int(1 / self.held_out) + 1)} needed); "
+                f"split (at least {max(MIN_SENTENCES, math.ceil(1 / self.held_out))} needed); "
                 "keep more sentence targets"
             )
         return count
