@@ -70,6 +70,9 @@ def connected(ray: Any, address: str | None, checkpointing: Checkpointing | None
     starting = checkpointing.uninterrupted() if checkpointing is not None else nullcontext()
     verbose = debugging()
     quiet = {} if verbose else _QUIET_ENVIRONMENT
+    # A cluster started here starts no idle workers ahead: the shard tasks run in workers of
+    # their own (see .tasks), so those would only hold memory.
+    local = {"_system_config": {"prestart_worker_first_driver": False}} if address is None else {}
     try:
         with starting, _environment(quiet):
             ray.init(
@@ -77,6 +80,7 @@ def connected(ray: Any, address: str | None, checkpointing: Checkpointing | None
                 logging_level=logging.INFO if verbose else logging.ERROR,
                 log_to_driver=verbose,
                 include_dashboard=False,
+                **local,
             )
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = address or "a new local cluster"
