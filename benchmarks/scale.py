@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import functools
 import itertools
 import json
 import os
@@ -122,6 +123,7 @@ def near_free_model(work: Path) -> str:
     return str(folder)
 
 
+@functools.cache
 def text_lines() -> list[str]:
     """gensim's English paragraphs, one per line."""
     from gensim_corpus import lee_documents, wiki_paragraphs
