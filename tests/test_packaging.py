@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+
+import pytest
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 
@@ -80,3 +84,32 @@ def test_the_entry_point_module_imports_none_of_our_heavy_parts(tmp_path):
     result = run_python(code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_wheel_holds_every_module_and_template_of_the_checkout(tmp_path):
+    """What `pip install .` installs: an editable install finds folders the wheel may leave out."""
+    pytest.importorskip("setuptools")
+    source = tmp_path / "source"  # a copy: a build/ folder left in the checkout could hide a gap
+    for name in ("roberta_static", "cli", "spacy_plugin"):
+        shutil.copytree(
+            CHECKOUT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(CHECKOUT / name, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "wheel"), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("roberta_static-*.whl")
+    installed = set(zipfile.ZipFile(wheel).namelist())
+    folders = {"roberta_static": "roberta_static", "cli": "roberta_static/cli",
+               "spacy_plugin": "roberta_static/spacy_plugin"}  # fmt: skip
+    expected = {
+        f"{name}/{path.relative_to(CHECKOUT / folder).as_posix()}"
+        for folder, name in folders.items()
+        for path in (CHECKOUT / folder).rglob("*")
+        if path.suffix in (".py", ".j2") and "__pycache__" not in path.parts
+    }
+    assert expected - installed == set()
