@@ -166,7 +166,14 @@ def test_bad_input_is_one_line_and_writes_nothing(vectors_dir, tmp_path):
     again = run("report", vectors_dir, "--out", out)
     assert again.exit_code == 1 and "pass --overwrite" in again.output
     assert out.read_text() == "mine"
+    not_ours = run("report", vectors_dir, "--out", out, "--overwrite")
+    assert not_ours.exit_code == 1 and "is not a roberta-static report" in not_ours.output
+    assert out.read_text() == "mine"
+    out.unlink()
+    assert run("report", vectors_dir, "--out", out).exit_code == 0
+    out.write_text(out.read_text().replace("</body>", "<p>edited</p></body>"))
     assert run("report", vectors_dir, "--out", out, "--overwrite").exit_code == 0
+    assert "edited" not in out.read_text()
 
 
 def test_an_entry_named_twice_is_listed_once(vectors_dir, tmp_path):

@@ -21,6 +21,8 @@ from .model_match import ALLOW_FLAG
 from .report import ReportData
 
 TEMPLATE = "report.html.j2"
+GENERATOR = "roberta-static report"
+"""The page's generator mark: ``--overwrite`` replaces only a file that carries it."""
 LABELLED = 25
 """Points named on the map: the most frequent entries, and the words whose neighbours are listed."""
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -46,6 +48,7 @@ def render(data: ReportData) -> str:
     stats = data.meta.get("stats") or {}
     return environment.get_template(TEMPLATE).render(
         data=data,
+        generator=GENERATOR,
         title=Path(data.folder).name or data.folder,
         corpus=_corpus_text(data.meta.get("corpus") or []),
         options=rows(data.meta.get("config") or {}, DEFAULT),
@@ -77,10 +80,12 @@ def require_page_extra() -> None:
 
 
 def check_report_file(out: str | os.PathLike, overwrite: bool = False) -> Path:
-    """``out`` as a path the page may be written to: refused if it exists, unless ``overwrite``.
+    """``out`` as a path the page may be written to: refused if it exists, unless ``overwrite``
+    and it is an earlier report.
 
     Raises:
-        OutputError: ``out`` is a folder, exists without ``overwrite``, or has no parent folder.
+        OutputError: ``out`` is a folder, exists without ``overwrite``, exists and is not a
+            report, or has no parent folder.
 
     """
     out = Path(out)
@@ -88,6 +93,11 @@ def check_report_file(out: str | os.PathLike, overwrite: bool = False) -> Path:
         raise OutputError(f"{out}: is a folder; give a file name such as report.html")
     if out.exists() and not overwrite:
         raise OutputError(f"{out}: exists; pass --overwrite to replace it")
+    if out.exists() and not _is_report(out):
+        raise OutputError(
+            f"{out}: exists and is not a roberta-static report; --overwrite replaces only an "
+            "earlier report: choose another file name"
+        )
     if not out.parent.is_dir():
         raise OutputError(f"{out.parent}: no such folder")
     return out
@@ -100,6 +110,16 @@ def write_report(data: ReportData, out: str | os.PathLike, overwrite: bool = Fal
     with atomic_files(out.parent) as staging:
         (staging / out.name).write_text(page, encoding="utf-8")
     return out
+
+
+def _is_report(path: Path) -> bool:
+    """Whether ``path`` starts as a page of ours does (its head names the generator)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return f'<meta name="generator" content="{GENERATOR}">'.encode() in head
 
 
 def _layers_text(layers: list[int]) -> str:
