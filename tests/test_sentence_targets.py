@@ -82,6 +82,14 @@ def test_the_pass_keeps_the_teachers_vector_of_the_sentences_with_the_smallest_k
         assert held == {rows[word]: words.count(word) for word in set(words)}
 
 
+def test_a_sentence_read_again_takes_one_place_in_the_sample(bert_dir, tmp_path):
+    smaller, larger = sorted(["The cat sat.", "The dog ran."], key=sentence_key)
+    text = tmp_path / "repeats.txt"
+    text.write_text(f"{smaller}\n" * 6 + f"{larger}\n")
+    targets = distill(text, ["cat", "dog"], config(bert_dir).replace(sentence_targets=2)).targets
+    assert targets.keys.tolist() == [sentence_key(smaller), sentence_key(larger)]
+
+
 def test_without_the_option_nothing_changes_and_with_it_the_vectors_are_the_same(
     roberta_dir, corpus
 ):

@@ -188,18 +188,26 @@ class _Candidates:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.largest_first: list[int] = []  # the smallest keys read, negated: a max-heap
+        self.held: set[int] = set()  # the keys in the heap
 
     def offer(self, sentence: MatchedSentence) -> TargetSentence | None:
-        """What the sentence's input carries for the targets, if it may be one."""
+        """What the sentence's input carries for the targets, if it may be one.
+
+        A sentence read again (the same key) is a candidate once: counted twice, repeats would
+        crowd out distinct sentences, and the sample would depend on how the corpus is split.
+        """
         if not self.limit:
             return None
         key, heap = sentence_key(sentence.text), self.largest_first
+        if key in self.held:
+            return None
         if len(heap) < self.limit:
             heapq.heappush(heap, -key)
         elif key < -heap[0]:
-            heapq.heapreplace(heap, -key)
+            self.held.discard(-heapq.heapreplace(heap, -key))
         else:
             return None
+        self.held.add(key)
         entries, counts = np.unique([span[2] for span in sentence.spans], return_counts=True)
         return TargetSentence(key, entries.astype(np.int64), counts.astype(np.int64))
 
