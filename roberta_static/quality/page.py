@@ -80,8 +80,9 @@ def require_page_extra() -> None:
 
 
 def check_report_file(out: str | os.PathLike, overwrite: bool = False) -> Path:
-    """``out`` as a path the page may be written to: refused if it exists, unless ``overwrite``
-    and it is an earlier report.
+    """``out`` as a path the page may be written to, unless it exists and is not replaceable.
+
+    An existing file is replaced only with ``overwrite``, and only when it is an earlier report.
 
     Raises:
         OutputError: ``out`` is a folder, exists without ``overwrite``, exists and is not a
