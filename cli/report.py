@@ -26,7 +26,7 @@ def report_command(
     word: str | None = Opt(None, "--word", help="Layer view: the word to follow through the layers"),
     model: str | None = Opt(None, "--model", "-m", help="Layer view: the model the vectors were distilled with (checked against their meta.json)"),
     allow_other_model: bool = Flag("--allow-other-model", help="Layer view: use --model even if it is not the model the vectors were distilled with; the page says so"),
-    overwrite: bool = Flag("--overwrite", help="Replace an existing report file"),
+    overwrite: bool = Flag("--overwrite", help="Replace an earlier report at --out (never another file)"),
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     allow_pickle: bool = Flag("--allow-pickle", help="Load pickles you trust: a .kv VECTORS file, or the layer view model's .bin weights when it has no safetensors file"),
 ) -> None:

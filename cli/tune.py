@@ -44,7 +44,7 @@ def tune_command(
     remove_top_pcs: int = Opt(_default("remove_top_pcs"), "--remove-top-pcs", min=0, help="Top principal components removed from the vectors before training, as the spaCy component's doc_vector weighted does"),
     sif_coefficient: float = Opt(_default("sif_coefficient"), "--sif-coefficient", callback=_positive, max=1, help="SIF a of the weights training starts from"),
     seed: int = Opt(_default("seed"), "--seed", min=0, help="Seed of the held-out split and the order of the sentences"),
-    device: str = Opt(_default("device"), "--device", help="auto = CUDA, then CPU; cpu, cuda or cuda:N"),
+    device: str = Opt(_default("device"), "--device", help="auto = CUDA, then MPS, then CPU; cpu, cuda, cuda:N or mps"),
     overwrite: bool = OVERWRITE,
     quiet: bool = QUIET,
 ) -> None:
@@ -68,6 +68,13 @@ def tune_command(
             tuned = tune(vectors, out, config, overwrite=overwrite, progress=bar.update)
         if not quiet:
             typer.echo(summary(tuned.meta["tune"], out))
+        if tuned.meta["tune"]["best_epoch"] == 0:
+            typer.echo(
+                f"warning: no epoch bettered the held-out loss of the start, so {out} holds the "
+                f"distilled vectors with SIF weights; try a smaller --learning-rate than "
+                f"{learning_rate:g}, or more sentences (distill --sentence-targets)",
+                err=True,
+            )
 
 
 def summary(record: dict[str, Any], out: Path) -> str:

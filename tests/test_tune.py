@@ -224,6 +224,32 @@ def test_bad_options_are_usage_errors(with_targets, tmp_path, args, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_device_this_machine_lacks_is_one_line(with_targets, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = run("tune", with_targets, "--out", tmp_path / "out", "--device", "cuda")
+    assert_one_line_error(result, "device: cuda is not available on this machine", tmp_path / "out")
+
+
+def test_a_run_that_learns_nothing_says_so(with_targets, tmp_path):
+    out = tmp_path / "out"
+    result = run("tune", with_targets, "--out", out, "--learning-rate", "50", "--patience", "1")
+    assert result.exit_code == 0, result.output
+    assert (
+        "at 0," in result.output and "warning: no epoch bettered the held-out loss" in result.output
+    )
+    learned = run(
+        "tune",
+        with_targets,
+        "--out",
+        tmp_path / "learned",
+        "--max-epochs",
+        "3",
+        "--batch-size",
+        "32",
+    )
+    assert "warning" not in learned.output
+
+
 def test_bad_options_are_refused_before_anything_is_read():
     with pytest.raises(ConfigError, match="held_out: must be in"):
         TuneConfig(held_out=0)

@@ -44,7 +44,7 @@ class TuneConfig:
         remove_top_pcs: Top principal components removed from the vectors before training.
         sif_coefficient: ``a`` of the SIF weights the training starts from.
         seed: Seed of the split and the order of the sentences.
-        device: ``auto`` picks CUDA, then CPU; or ``cpu``, ``cuda``, ``cuda:1``.
+        device: ``auto`` picks CUDA, then MPS, then CPU; or ``cpu``, ``cuda``, ``cuda:1``, ``mps``.
 
     Example:
         >>> TuneConfig(seed=3).learning_rate

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from ..model.encoder import resolve_device
 from ..progress import TuneProgress
 from ..vectors.targets import SentenceTargets
 from .config import TuneConfig
@@ -121,7 +122,7 @@ def train(
     """
     started = time.perf_counter()
     torch.manual_seed(config.seed)
-    device = _device(config.device)
+    device = resolve_device(config.device)
     sentences = Sentences(targets, device)
     model = TextModel(vectors.astype(np.float32), weights.astype(np.float32), targets.dim)
     model.to(device)
@@ -199,12 +200,6 @@ class Steps:
             if self.progress is not None:
                 loss = float(value.detach())
                 self.progress(TuneProgress(number, epochs, step, total, loss, best))
-
-
-def _device(spec: str) -> torch.device:
-    if spec != "auto":
-        return torch.device(spec)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @torch.no_grad()
