@@ -155,7 +155,8 @@ def distill_command(
             if not config.model.startswith(SPACY_PREFIX):
                 resolve_model_name(config.model)
             checkpointing = Checkpointing(out, checkpoint_every)
-            with says_how_to_go_on(out, saved is not None, checkpointing):
+            again = _output_options(export_formats, sif_coefficient)
+            with says_how_to_go_on(out, saved is not None, checkpointing, again):
                 vectors = _run(corpus, entries, config, checkpointing, saved, quiet)
                 write_output(
                     vectors, out, export_formats, sif_coefficient, overwrite=overwrite,
@@ -285,6 +286,14 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
         # Same content under other names: the run goes on over them and the checkpoint follows.
         typer.echo(f"note: resuming over renamed corpus files: {short_list(renamed, 3)}", err=True)
     return folder, paths, config, saved, entries
+
+
+def _output_options(formats: list[str], sif_coefficient: float | None) -> str:
+    """The options of the outputs on a resume's command line: a checkpoint keeps only the pass's."""
+    given = [f" --formats {','.join(formats)}"] if formats else []
+    if sif_coefficient is not None:
+        given.append(f" --sif-coefficient {sif_coefficient:g}")
+    return "".join(given)
 
 
 def _stopped_before_any_batch(out: Path, resumed: bool) -> str:

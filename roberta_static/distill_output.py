@@ -98,16 +98,24 @@ def write_output(
 
 
 @contextmanager
-def says_how_to_go_on(out: Path, resumed: bool, checkpointing: Checkpointing) -> Iterator[None]:
+def says_how_to_go_on(
+    out: Path, resumed: bool, checkpointing: Checkpointing, output_options: str = ""
+) -> Iterator[None]:
     """Errors once the work is kept in a checkpoint say how to go on: fix or free space, resume.
 
-    The checkpoint is this run's, or the one it ``resumed``; a stop says how to resume by itself.
+    The checkpoint is this run's, or the one it ``resumed``. ``output_options`` (such as
+    `` --formats kv``) are not kept in the checkpoint, so the resume command names them.
     """
+    resume = f"roberta-static distill --resume {out}"
     try:
         yield
+    except Interrupted as error:
+        if output_options and str(error).endswith(resume):  # a stop says how to resume itself
+            raise Interrupted(f"{error}{output_options}") from None
+        raise
     except RobertaStaticError as error:
         # An option refused (with --resume, say) leaves the checkpoint as it was: no "go on".
-        if isinstance(error, Interrupted | ConfigError) or not (resumed or checkpointing.written):
+        if isinstance(error, ConfigError) or not (resumed or checkpointing.written):
             raise
         if not isinstance(error, OutputError):
             then = f"the work before it is kept in {out / CHECKPOINT_DIR}: fix the input, then"
@@ -115,6 +123,4 @@ def says_how_to_go_on(out: Path, resumed: bool, checkpointing: Checkpointing) ->
             then = "free space, then"
         else:
             then = "once it can be written,"
-        raise type(error)(
-            f"{error}; {then} resume with: roberta-static distill --resume {out}"
-        ) from None
+        raise type(error)(f"{error}; {then} resume with: {resume}{output_options}") from None

@@ -120,6 +120,31 @@ def test_an_error_once_work_is_kept_says_how_to_go_on(error, then, tmp_path):
     )
 
 
+def test_the_resume_command_names_the_output_options_a_checkpoint_does_not_keep(tmp_path):
+    checkpointing = Checkpointing(tmp_path)
+    stop = f"stopped; resume with: roberta-static distill --resume {tmp_path}"
+    options = " --formats kv,model2vec --sif-coefficient 0.001"
+    with (
+        pytest.raises(Interrupted) as raised,
+        says_how_to_go_on(tmp_path, True, checkpointing, options),
+    ):
+        raise Interrupted(stop)
+    assert str(raised.value) == stop + options
+    with (
+        pytest.raises(Interrupted) as raised,
+        says_how_to_go_on(tmp_path, False, checkpointing, options),
+    ):
+        raise Interrupted("stopped before any batch was encoded; nothing was saved")
+    assert str(raised.value).endswith("nothing was saved")
+    checkpointing.written = True
+    with (
+        pytest.raises(CorpusError) as raised,
+        says_how_to_go_on(tmp_path, False, checkpointing, options),
+    ):
+        raise CorpusError("docs.jsonl:3: not valid JSON")
+    assert str(raised.value).endswith(f"--resume {tmp_path}{options}")
+
+
 def test_an_error_before_any_work_is_kept_or_a_refused_option_is_left_as_it_is(tmp_path):
     nothing_kept = Checkpointing(tmp_path)
     with (
