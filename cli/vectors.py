@@ -10,6 +10,9 @@ import typer
 from ._util import Arg, Flag, Opt, command_line_checks, one_line_errors
 from .options import ALLOW_PICKLED_VECTORS, OVERWRITE, SIF_COEFFICIENT, VECTORS_IN
 
+CORPUS_FILES_LISTED = 10
+"""Corpus files `info` names; the rest are counted (a folder of documents may hold millions)."""
+
 
 # fmt: off
 def export_command(
@@ -53,8 +56,13 @@ def info_command(
             typer.echo(f"{section}:")
             for name, value in rows(meta[section], DEFAULT if section == "config" else "not recorded"):
                 typer.echo(f"  {name}: {value}")
-        for item in meta.get("corpus", []):
+        corpus = meta.get("corpus", [])
+        for item in corpus[:CORPUS_FILES_LISTED]:
             typer.echo(f"corpus: {item['path']} ({value_text('bytes', item['bytes'])})")
+        if len(corpus) > CORPUS_FILES_LISTED:
+            more = corpus[CORPUS_FILES_LISTED:]
+            size = value_text("bytes", sum(item.get("bytes") or 0 for item in more))
+            typer.echo(f"corpus: {len(more):,} more files ({size}; info --json lists them)")
         if "encoder_wait_seconds" in meta.get("stats", {}):
             typer.echo(_encoder_line(meta["stats"]))
 

@@ -106,3 +106,14 @@ def test_info_prints_words_and_units_not_python_reprs(tmp_path):
     ):
         assert line in shown, line
     assert [line for line in shown[1:] if REPRS.search(line)] == []
+
+
+def test_info_names_the_first_corpus_files_and_counts_the_rest(tmp_path):
+    folder = tmp_path / "vectors"
+    corpus = [{"path": f"docs/{number:05}.txt", "bytes": 1_000} for number in range(3_000)]
+    meta = {**META, "corpus": corpus}
+    StaticVectors(["cat"], np.eye(1, dtype=np.float32), np.array([3]), meta).save(folder)
+    shown = CliRunner().invoke(app, ["info", str(folder)]).output.splitlines()
+    listed = [line for line in shown if line.startswith("corpus: ")]
+    assert listed[0] == "corpus: docs/00000.txt (1.0 kB)" and len(listed) == 11
+    assert listed[-1] == "corpus: 2,990 more files (3.0 MB; info --json lists them)"

@@ -89,9 +89,10 @@ class TuneConfig:
         """
         count = min(self.max_held_out, int(sentences * self.held_out))
         if sentences < MIN_SENTENCES or count < 1:
+            needed, plural = max(MIN_SENTENCES, math.ceil(1 / self.held_out)), sentences != 1
             raise ConfigError(
-                f"{sentences:,} sentences with vocabulary entries are too few for a held-out "
-                f"split (at least {max(MIN_SENTENCES, math.ceil(1 / self.held_out))} needed); "
+                f"{sentences:,} sentence{'s' if plural else ''} with vocabulary entries are too "
+                f"few for a held-out split (at least {needed} needed); "
                 "keep more sentence targets"
             )
         return count
