@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-import torch
 
 from ..config import DistillConfig
 from ..model.batches import Batch, BatchTargets
 from ..model.encoder import Encoded, Encoder
 from ..model.pooling import Accumulator, occurrence_vectors
-from ..model.teacher import TeacherPooling, sentence_vectors
+from ..model.teacher import TeacherPooling, batch_sentence_vectors
 from ..vectors.targets import SentenceTargets
 from .stats import RunStats
 
@@ -44,21 +45,16 @@ def accumulate(
     stats.padded_tokens += int(batch.input_ids.size)
 
 
-def offer_targets(
-    last: torch.Tensor, batch: Batch, held: BatchTargets, targets: SentenceTargets
-) -> None:
+def offer_targets(last: Any, batch: Batch, held: BatchTargets, targets: SentenceTargets) -> None:
     """Offer the batch's target sentences that may enter ``targets``, with the teacher's vectors.
 
-    ``last``: the batch's last-layer states, ``[batch, tokens, hidden]``.
+    ``last``: the batch's last-layer states, a ``[batch, tokens, hidden]`` tensor.
     """
     chosen = np.flatnonzero(targets.wanted(held.keys))
     if not len(chosen):
         return
-    rows = held.rows[chosen]
-    mask = torch.from_numpy(batch.attention_mask[rows])
     pooling = TeacherPooling(**targets.pooling)
-    index = torch.from_numpy(rows).to(last.device)
-    vectors = sentence_vectors(last.index_select(0, index), mask, pooling).cpu().numpy()
+    vectors = batch_sentence_vectors(last, batch.attention_mask, held.rows[chosen], pooling)
     starts, ends = held.indptr[chosen], held.indptr[chosen + 1]
     picked = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
     indptr = np.concatenate([[0], np.cumsum(ends - starts)])

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+import numpy as np
 import torch
 
 from ..errors import ModelLoadError
@@ -177,3 +178,23 @@ def sentence_vectors(
     if pooling.normalize:
         vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
     return vectors
+
+
+def batch_sentence_vectors(
+    hidden: torch.Tensor, attention_mask: np.ndarray, rows: np.ndarray, pooling: TeacherPooling
+) -> np.ndarray:
+    """The vectors of a batch's sentences ``rows`` as :func:`sentence_vectors` pools them.
+
+    Args:
+        hidden: ``[batch, tokens, width]`` the batch's last hidden layer, on its device.
+        attention_mask: ``[batch, tokens]`` the batch's mask.
+        rows: The sentences wanted.
+        pooling: How to pool.
+
+    Returns:
+        ``[len(rows), width]`` float32 on the CPU.
+
+    """
+    mask = torch.from_numpy(attention_mask[rows])
+    index = torch.from_numpy(rows).to(hidden.device)
+    return sentence_vectors(hidden.index_select(0, index), mask, pooling).cpu().numpy()
