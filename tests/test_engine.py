@@ -282,6 +282,37 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
                 np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
 
 
+def _checkpoint_sizes(folder, shards: int, entries: int) -> dict[str, int]:
+    """Bytes of each file of a checkpoint of ``shards`` half-read shards, each having taken the
+    same three entries, in a pass over ``entries`` entries capped per entry."""
+    states = [_shard(number) for number in range(shards)]
+    for state in states:
+        state.position, state.taken = Position(0, 3, 1, 0), EntryCounts.of([1, 2, 2])
+    quotas = QuotaPlan.fresh(entries, 4)
+    state = PassState.of_sums(
+        np.ones((3, 8)), np.array([1, 2, 3]), RunStats(), shards=states, seen=np.array([0]),
+        quotas=quotas,
+    )  # fmt: skip
+    words = [f"w{number}" for number in range(entries)]
+    checkpoint = Checkpoint({"model": "m"}, ["/a.txt"], [{"path": "/a.txt"}], words, {}, state)
+    target = save_checkpoint(folder, checkpoint)
+    return {path.name: path.stat().st_size for path in target.iterdir()}
+
+
+def test_the_state_of_the_shards_does_not_grow_with_the_vocabulary(tmp_path):
+    # A structural check of what issue "Real corpora on every engine" fixed: each shard held
+    # dense arrays over the vocabulary, so a checkpoint grew as shards x entries.
+    small = _checkpoint_sizes(tmp_path / "a", shards=200, entries=10)
+    large = _checkpoint_sizes(tmp_path / "b", shards=200, entries=100_000)
+    for name in ("taken.npz", "state.json", "leftover.npz", "rows.npy", "sums.npy"):
+        assert large[name] == small[name], name
+    # The vocabulary (entries.txt) and the per-entry quota record are kept once per run, not
+    # once per shard.
+    few = _checkpoint_sizes(tmp_path / "c", shards=2, entries=100_000)
+    assert large["quotas.npz"] == few["quotas.npz"]
+    assert sum(large.values()) - sum(few.values()) < 200 * 2_000  # about a kB a shard
+
+
 def test_a_checkpoint_of_an_older_format_is_refused_in_one_line(tmp_path):
     folder = tmp_path / ".checkpoint"
     folder.mkdir()
