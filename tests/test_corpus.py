@@ -136,6 +136,34 @@ def test_the_check_before_a_run_says_a_corpus_of_binary_files_was_skipped_as_bin
     check_readable([binary, text])  # the run skips the binary file and reads the other
 
 
+def test_the_check_before_a_run_opens_plain_files_only_until_one_holds_text(tmp_path, monkeypatch):
+    import roberta_static.text.corpus as corpus_module
+
+    opened = []
+    first_block = corpus_module._checked_first_block.__wrapped__
+
+    def counted(path, size, mtime_ns):
+        opened.append(path.name)
+        return first_block(path, size, mtime_ns)
+
+    monkeypatch.setattr(corpus_module, "_checked_first_block", counted)
+    empty, text = tmp_path / "0-empty.txt", tmp_path / "1-text.txt"
+    empty.write_bytes(b"")
+    text.write_text("words\n")
+    plain = [tmp_path / f"2-{number}.txt" for number in range(20)]
+    for path in plain:
+        path.write_text("more words\n")
+    check_readable([empty, text, *plain])
+    assert opened == ["0-empty.txt", "1-text.txt"]
+    # After the text, a compressed file is still read to its end, and a missing file is named.
+    cut = tmp_path / "3-cut.txt.gz"
+    cut.write_bytes(gzip.compress(b"words\n" * 100)[:-12])
+    with pytest.raises(CorpusError, match="3-cut.txt.gz: truncated gzip"):
+        check_readable([text, *plain, cut])
+    with pytest.raises(CorpusError, match="gone.txt: cannot read"):
+        check_readable([text, tmp_path / "gone.txt"])
+
+
 @pytest.mark.parametrize("name", ["text.txt", "text.txt.gz", "docs.jsonl"])
 def test_byte_order_mark_is_dropped_text_is_nfc_and_resume_still_exact(tmp_path, name):
     lines = ["cafe\u0301 au lait", "second line", "Cafe\u0301"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import errno
 import functools
 import gzip
 import hashlib
@@ -79,17 +80,27 @@ def is_compressed(path: Path) -> bool:
 def check_readable(files: Iterable[Path]) -> None:
     """Check corpus files before a run: damaged or cut-short files, or no text, fail at once.
 
-    Only each file's first block is read, and a compressed file's end.
+    A compressed file's first block and end are read. A plain file's first block is read until
+    one file holding text is found; after it, a plain file is only checked to be there and
+    readable, as opening each of a folder's many small files would delay the run (a binary one
+    among them is skipped and listed by the run).
 
     Raises:
-        CorpusError: A file cannot be opened; a ``.gz``/``.bz2``/``.xz`` file is not one, or is
-            cut short (see :mod:`.compressed`); or no file holds text: each is empty, or binary
-            (NUL bytes in its first block: a run skips it).
+        CorpusError: A file is missing or unreadable; a ``.gz``/``.bz2``/``.xz`` file is not one,
+            or is cut short (see :mod:`.compressed`); or no file holds text: each is empty, or
+            binary (NUL bytes in its first block: a run skips it).
 
     """
     files = list(files)
-    found = {path: _first_block(path) for path in files}
-    if not files or "text" in found.values():
+    found: dict[Path, str] = {}
+    text = False
+    for path in files:
+        if text and not is_compressed(path):
+            _check_openable(path)
+            continue
+        found[path] = _first_block(path)
+        text = text or found[path] == "text"
+    if not files or text:
         return
     binary = [str(path) for path, kind in found.items() if kind == "binary"]
     if len(files) == 1 and binary:
@@ -104,6 +115,14 @@ def check_readable(files: Iterable[Path]) -> None:
             f"{short_list(binary, 3)}{listed})"
         )
     raise CorpusError(f"{corpus_name(files)}: corpus holds no text")
+
+
+def _check_openable(path: Path) -> None:
+    """Raise :class:`CorpusError` if ``path`` is gone or this process may not read it."""
+    with _read_errors(path):
+        path.stat()
+        if not os.access(path, os.R_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
 
 
 def _first_block(path: Path) -> str:
