@@ -282,6 +282,19 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
                 np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
 
 
+@pytest.mark.parametrize("name", ["sums.npy", "taken.npz"])
+def test_a_pickled_array_in_a_checkpoint_is_never_unpickled(tmp_path, name):
+    state = PassState.of_sums(np.ones((1, 2)), np.array([1]), RunStats(), shards=[_shard(0)])
+    target = save_checkpoint(tmp_path, Checkpoint({}, ["/a.txt"], [], ["x"], {}, state))
+    planted = np.array([object()] * 2)
+    if name.endswith(".npz"):
+        np.savez(target / name, entries=planted, counts=planted, allow_pickle=True)
+    else:
+        np.save(target / name, planted, allow_pickle=True)
+    with pytest.raises(ConfigError, match="unreadable checkpoint .*allow_pickle=False"):
+        load_checkpoint(tmp_path)
+
+
 def _checkpoint_sizes(folder, shards: int, entries: int) -> dict[str, int]:
     """Bytes of each file of a checkpoint of ``shards`` half-read shards, each having taken the
     same three entries, in a pass over ``entries`` entries capped per entry."""
