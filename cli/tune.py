@@ -10,22 +10,23 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from roberta_static.progress import TuneProgress
-from roberta_static.tuning.config import LOSSES, MINIMUMS, TuneConfig
+from roberta_static.tuning.config import HEADS, LOSSES, MINIMUMS, TuneConfig
 
 from ._util import Arg, Opt, choices, one_line_errors
 from .options import OVERWRITE, QUIET
 from .progress import StepsBar
 
 Loss = choices("Loss", LOSSES)
+Head = choices("Head", HEADS)
 
 
 def _default(option: str) -> Any:
     return next(f.default for f in dataclasses.fields(TuneConfig) if f.name == option)
 
 
-def _positive(value: float) -> float:
+def _positive(value: float | None) -> float | None:
     """Typer's ``min=0`` allows 0, which these options refuse."""
-    if not value > 0:
+    if value is not None and not value > 0:
         raise typer.BadParameter(f"{value} is not > 0")
     return value
 
@@ -33,7 +34,7 @@ def _positive(value: float) -> float:
 # fmt: off
 def tune_command(
     vectors: Path = Arg(..., help="A vectors folder distill wrote with sentence targets (targets/)", show_default=False),
-    out: Path = Opt(..., "--out", "-o", help="Output folder for the tuned vectors (vectors.npy, vocab.tsv, weights.npy, meta.json)", show_default=False),
+    out: Path = Opt(..., "--out", "-o", help="Output folder for the tuned vectors (vectors.npy, vocab.tsv, weights.npy, offset.npy, meta.json)", show_default=False),
     loss: Loss = Opt(_default("loss"), help="cosine: 1 - the cosine of the head's output and the teacher's sentence vector; mse: their mean squared difference"),
     learning_rate: float = Opt(_default("learning_rate"), "--learning-rate", callback=_positive, help="Adam's step size for the vectors, weights and head, > 0"),
     batch_size: int = Opt(_default("batch_size"), "--batch-size", min=MINIMUMS["batch_size"], help="Sentences per step"),
@@ -41,9 +42,10 @@ def tune_command(
     patience: int = Opt(_default("patience"), "--patience", min=MINIMUMS["patience"], help="Epochs without a better held-out loss before stopping (the best epoch is kept)"),
     held_out: float = Opt(_default("held_out"), "--held-out", callback=_positive, max=0.5, help="Share of the sentences held out to measure the loss, > 0"),
     max_held_out: int = Opt(_default("max_held_out"), "--max-held-out", min=MINIMUMS["max_held_out"], help="The most sentences held out"),
-    remove_top_pcs: int = Opt(_default("remove_top_pcs"), "--remove-top-pcs", min=0, help="Top principal components removed from the vectors before training, as the spaCy component's doc_vector weighted does"),
-    sif_coefficient: float = Opt(_default("sif_coefficient"), "--sif-coefficient", callback=_positive, max=1, help="SIF a of the weights training starts from"),
+    remove_top_pcs: int = Opt(_default("remove_top_pcs"), "--remove-top-pcs", min=0, help="Top principal components removed from the vectors before training (the spaCy component's doc_vector weighted removes 4)"),
+    sif_coefficient: float | None = Opt(None, "--sif-coefficient", callback=_positive, max=1, help="Start each weight at its SIF weight a/(a + p(word)), > 0 (the spaCy component's doc_vector weighted uses 1e-3); without it every weight starts at 1", show_default=False),
     seed: int = Opt(_default("seed"), "--seed", min=0, help="Seed of the held-out split and the order of the sentences"),
+    head: Head = Opt(_default("head"), help="fold: the head that maps a text's vector to the teacher's is folded into the vectors (its bias becomes offset.npy); drop: left out, as tokenlearn does"),
     device: str = Opt(_default("device"), "--device", help="auto = CUDA, then MPS, then CPU; cpu, cuda, cuda:N or mps"),
     overwrite: bool = OVERWRITE,
     quiet: bool = QUIET,
@@ -51,14 +53,14 @@ def tune_command(
     # fmt: on
     """Tune vectors for documents: learn each entry's vector and weight from the teacher's sentence vectors.
 
-    A text's vector is then the mean of its words' vectors times their learned weights: what the spaCy component's doc_vector weighted and the exports give. Word similarities may get worse: use the folder distill wrote for words.
+    A text's vector is then the mean of its words' vectors times their learned weights, plus the learned offset: what the spaCy component's doc_vector weighted and the exports give. Word similarities may get worse: use the folder distill wrote for words.
     """
     with one_line_errors():
         config = TuneConfig(
             loss=loss.value, learning_rate=learning_rate, batch_size=batch_size,
             max_epochs=max_epochs, patience=patience, held_out=held_out,
             max_held_out=max_held_out, remove_top_pcs=remove_top_pcs,
-            sif_coefficient=sif_coefficient, seed=seed, device=device,
+            sif_coefficient=sif_coefficient, seed=seed, head=head.value, device=device,
         )
         from roberta_static.atomic import check_not_source, output_lock
         from roberta_static.tuning.run import tune
@@ -71,7 +73,8 @@ def tune_command(
         if tuned.meta["tune"]["best_epoch"] == 0:
             typer.echo(
                 f"warning: no epoch bettered the held-out loss of the start, so {out} holds the "
-                f"distilled vectors with SIF weights; try a smaller --learning-rate than "
+                f"start (the distilled vectors and the weights they started with, and the "
+                f"least-squares head if folded); try a smaller --learning-rate than "
                 f"{learning_rate:g}, or more sentences (distill --sentence-targets)",
                 err=True,
             )

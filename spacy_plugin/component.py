@@ -9,8 +9,8 @@ loading, the case policy (``Vectors.attr``, which spaCy 3.8 does not save with t
 ``from_disk`` restores it), and refusing to swap vectors that trained components depend on. With
 ``doc_vector = "weighted"`` it also gives each document hooks that make ``doc.vector`` and
 ``doc.similarity`` (and a span's) the weighted exports' (:mod:`.hooks`), with the weighting found
-when it loads vectors and saved with it; vectors ``tune`` made bring their learned weights, which
-replace SIF weighting and removing components.
+when it loads vectors and saved with it; vectors ``tune`` made bring their learned weights and
+offset, which replace SIF weighting and removing components.
 """
 
 from __future__ import annotations

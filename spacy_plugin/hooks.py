@@ -9,11 +9,11 @@ is found when the component loads vectors and is saved with it (msgpack, no pick
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import srsly
+from spacy.attrs import IDS
 from spacy.lexeme import Lexeme
 from spacy.strings import StringStore
 from spacy.tokens import Doc, Span, Token
@@ -42,14 +42,19 @@ class WeightedDocVectors:
         self.weighting = weighting
         self.attr = attr
         # Later entries win, as in the vectors table (build_table adds them in order).
-        self._weight = dict(zip(self.keys.tolist(), weighting.weights.tolist(), strict=True))
+        weight = dict(zip(self.keys.tolist(), weighting.weights.tolist(), strict=True))
+        # Sorted, so a text's keys are looked up at once (np.searchsorted), not one by one.
+        self._sorted_keys = np.array(sorted(weight), dtype=np.uint64)
+        self._sorted_weights = np.array([weight[key] for key in self._sorted_keys.tolist()])
 
     @classmethod
     def fit(
         cls, strings: StringStore, source: VectorSource, remove_top_pcs: int, sif_coefficient: float
     ) -> WeightedDocVectors:
         """The weighting of ``source``'s vectors and counts (its learned weights, if tuned)."""
-        vectors = VectorData(source.words, source.matrix, source.counts, weights=source.weights)
+        vectors = VectorData(
+            source.words, source.matrix, source.counts, weights=source.weights, offset=source.offset
+        )
         weighting = DocWeighting.fit(vectors, remove_top_pcs, sif_coefficient)
         keys = np.array([strings.add(word) for word in source.words], dtype=np.uint64)
         return cls(keys, weighting, source.attr)
@@ -62,9 +67,11 @@ class WeightedDocVectors:
 
     def vector(self, unit: Unit) -> np.ndarray:
         """The weighted vector of a Doc, Span, Token or Lexeme (zeros when no word is weighted)."""
-        name = self.attr.lower()  # the token attribute: lower or orth
-        keys = [key for key in (getattr(t, name) for t in _tokens(unit)) if key in self._weight]
-        weights = np.array([self._weight[key] for key in keys], dtype=np.float64)
+        keys = self._keys(unit)
+        place = np.searchsorted(self._sorted_keys, keys)
+        place[place == len(self._sorted_keys)] = 0
+        weighted = self._sorted_keys[place] == keys if len(self._sorted_keys) else place < 0
+        keys, weights = keys[weighted], self._sorted_weights[place[weighted]]
         table: Vectors = unit.vocab.vectors
         rows = np.asarray(table.find(keys=keys))
         present = rows >= 0  # a weighted word missing from a table changed since
@@ -87,6 +94,7 @@ class WeightedDocVectors:
                 "mean": weighting.mean,
                 "axes": weighting.axes,
                 "weights": weighting.weights,
+                "offset": weighting.offset,
             }
         )
 
@@ -94,9 +102,14 @@ class WeightedDocVectors:
     def from_bytes(cls, data: bytes) -> WeightedDocVectors:
         """Read what :meth:`to_bytes` wrote."""
         parts = srsly.msgpack_loads(data)
-        weighting = DocWeighting(parts["mean"], parts["axes"], parts["weights"])
+        # Pipelines saved before tuned vectors had an offset have none: zero.
+        offset = parts.get("offset")
+        weighting = DocWeighting(parts["mean"], parts["axes"], parts["weights"], offset)
         return cls(parts["keys"], weighting, parts["attr"])
 
 
-def _tokens(unit: Unit) -> Iterable[Token | Lexeme]:
-    return [unit] if isinstance(unit, Token | Lexeme) else unit
+    def _keys(self, unit: Unit) -> np.ndarray:
+        """The lookup keys (``LOWER`` or ``ORTH``) of the unit's tokens, read in one call."""
+        if isinstance(unit, Token | Lexeme):
+            return np.array([getattr(unit, self.attr.lower())], dtype=np.uint64)
+        return unit.to_array([IDS[self.attr]]).reshape(-1).astype(np.uint64)

@@ -23,7 +23,7 @@ class VectorSource:
     """Words and their vectors, with the token attribute spaCy should look them up by.
 
     ``counts`` are the vectors' own (``None`` for rows taken from a spaCy table, which has none),
-    and ``weights`` the learned weights of tuned vectors (``None`` for others).
+    and ``weights`` and ``offset`` the learned weighting of tuned vectors (``None`` for others).
     """
 
     words: list[str]
@@ -31,6 +31,7 @@ class VectorSource:
     attr: Literal["LOWER", "ORTH"]
     counts: np.ndarray | None = None
     weights: np.ndarray | None = None
+    offset: np.ndarray | None = None
 
 
 def read_vectors(
@@ -51,6 +52,7 @@ def read_vectors(
         "LOWER" if case == "lower" else "ORTH",
         vectors.counts,
         vectors.weights,
+        vectors.offset,
     )
 
 

@@ -123,9 +123,10 @@ def test_a_tiny_run_prints_every_row_and_reuses_its_cache(tmp_path, bert_dir, ca
     second = capsys.readouterr().out
     table = [line for line in second.splitlines() if line.startswith("| ")]
     # Header and rule, MiniLM, then 6 static vectors x (spaCy mean, weighted, 2 exports), and the
-    # tuned vectors through spaCy and the export.
-    assert len(table) == 2 + 1 + 6 * 4 + 2
+    # tuned vectors through spaCy (mean, weighted) and the export.
+    assert len(table) == 2 + 1 + 6 * 4 + 3
     assert "| ours tuned (snippets), spaCy doc.vector, doc_vector weighted | " in second
+    assert "| ours tuned (snippets), spaCy doc.vector, doc_vector mean | " in second
     assert "model2vec + tokenlearn: skipped (no --tokenlearn-python)" in second
     assert "| ours (snippets), spaCy doc.vector, doc_vector weighted | " in second
     assert table[2].startswith("| MiniLM itself, sentence encoder (mean pooling) | ")

@@ -6,6 +6,7 @@ The targets are built here as the pass will build them: the tiny BERT's own sent
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -93,8 +94,10 @@ def test_tuning_lowers_the_held_out_loss_and_saves_vectors_and_weights(with_targ
     back = StaticVectors.load(tmp_path / "tuned")
     np.testing.assert_array_equal(back.vectors, tuned.vectors)
     np.testing.assert_array_equal(back.weights, tuned.weights)
+    np.testing.assert_array_equal(back.offset, tuned.offset)
     assert back.words == StaticVectors.load(with_targets).words
     assert (tmp_path / "tuned" / "weights.npy").is_file()
+    assert (tmp_path / "tuned" / "offset.npy").is_file()
     assert not (tmp_path / "tuned" / "targets").exists()
 
 
@@ -106,14 +109,43 @@ def start_of(folder: Path, config: TuneConfig) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_a_step_size_too_small_to_move_keeps_the_start(with_targets, tmp_path):
-    config = TuneConfig(batch_size=32, remove_top_pcs=2, learning_rate=1e-30, patience=2)
+    config = TuneConfig(
+        batch_size=32, remove_top_pcs=2, learning_rate=1e-30, patience=2, head="drop"
+    )
     tuned = tune(with_targets, tmp_path / "tuned", config)
     record = tuned.meta["tune"]
     assert record["best_epoch"] == 0 and record["epochs"] == 2
     assert record["held_out_loss"]["best"] == record["held_out_loss"]["start"]
+    assert record["head"].endswith("dropped") and tuned.offset is None
     vectors, weights = start_of(with_targets, config)
     np.testing.assert_allclose(tuned.vectors, vectors, atol=1e-6)
     np.testing.assert_allclose(tuned.weights, weights, rtol=1e-6)
+
+
+def held_out_cosine(folder: Path, tuned: StaticVectors) -> float:
+    """The mean cosine to the teacher of the tuned text vectors of the held-out sentences."""
+    targets = read_targets(folder, tuned.words)
+    _, held = held_out_split(targets, TuneConfig(**tuned.meta["tune"]["config"]))
+    weighted = tuned.weighted_vectors().astype(np.float64)
+    cosines = []
+    for sentence in held:
+        where = slice(targets.indptr[sentence], targets.indptr[sentence + 1])
+        counts = targets.counts[where]
+        text = (weighted[targets.entries[where]] * counts[:, None]).sum(axis=0) / counts.sum()
+        target = targets.vectors[sentence]
+        cosines.append(text @ target / np.linalg.norm(text) / np.linalg.norm(target))
+    return float(np.mean(cosines))
+
+
+@pytest.mark.parametrize("head", ["fold", "drop"])
+def test_a_folded_head_makes_text_vectors_the_head_s_output(with_targets, tmp_path, head):
+    tuned = tune(with_targets, tmp_path / "tuned", dataclasses.replace(FAST, head=head))
+    reported = tuned.meta["tune"]["held_out_cosine"]["best"]
+    assert (tuned.offset is not None) == (head == "fold")
+    # Folded, a tuned text's vector is what the head gave in training; dropped, it is not.
+    assert (held_out_cosine(with_targets, tuned) == pytest.approx(reported, abs=1e-4)) == (
+        head == "fold"
+    )
 
 
 def test_the_same_seed_gives_the_same_vectors(with_targets, tmp_path):
@@ -271,12 +303,12 @@ def test_the_command_trains_reports_and_info_shows_how(with_targets, tmp_path):
 
 
 # The learned weights in use.
-def test_exports_hold_each_row_times_its_weight(with_targets, tmp_path):
+def test_exports_hold_each_row_times_its_weight_plus_the_offset(with_targets, tmp_path):
     tuned = tune(with_targets, tmp_path / "tuned", TuneConfig(max_epochs=2))
     written = write_exports(tuned, tmp_path, ["word2vec", "model2vec"])
     assert written
     back = StaticVectors.load(tmp_path / "vectors.txt")
-    expected = tuned.vectors * tuned.weights[:, None]
+    expected = tuned.vectors * tuned.weights[:, None] + tuned.offset
     rows = [tuned.get_index(word) for word in back.words]
     np.testing.assert_allclose(back.vectors, expected[rows], rtol=1e-5, atol=1e-6)
     model2vec = StaticVectors.load(tmp_path / "model2vec")
@@ -286,7 +318,9 @@ def test_exports_hold_each_row_times_its_weight(with_targets, tmp_path):
         write_exports(tuned, tmp_path / "again", ["model2vec"], sif_coefficient=1e-3)
 
 
-def test_spacy_weighted_doc_vector_is_the_mean_of_weight_times_vector(with_targets, tmp_path):
+def test_spacy_weighted_doc_vector_is_the_mean_of_weight_times_vector_plus_the_offset(
+    with_targets, tmp_path
+):
     spacy = pytest.importorskip("spacy")
     tuned = tune(with_targets, tmp_path / "tuned", TuneConfig(max_epochs=2))
     nlp = spacy.blank("en")
@@ -294,7 +328,7 @@ def test_spacy_weighted_doc_vector_is_the_mean_of_weight_times_vector(with_targe
     text = "the cat sat in the green garden"
     known = [word for word in text.split() if word in tuned]
     rows = [tuned.get_index(word) for word in known]
-    expected = (tuned.vectors[rows] * tuned.weights[rows, None]).mean(axis=0)
+    expected = (tuned.vectors[rows] * tuned.weights[rows, None]).mean(axis=0) + tuned.offset
     np.testing.assert_allclose(nlp(text).vector, expected, rtol=1e-5, atol=1e-7)
     # Saved with the pipeline and loaded back, it is the same.
     nlp.to_disk(tmp_path / "pipeline")
@@ -309,9 +343,9 @@ def test_spacy_weighted_doc_vector_is_the_mean_of_weight_times_vector(with_targe
     np.testing.assert_allclose(plain(text).vector, spacy_mean, rtol=1e-5)
 
 
-def test_the_start_is_what_the_component_computes_for_the_untuned_vectors(with_targets):
+def test_the_start_can_be_what_the_component_computes_for_the_untuned_vectors(with_targets):
     spacy = pytest.importorskip("spacy")
-    config = TuneConfig()
+    config = TuneConfig(remove_top_pcs=4, sif_coefficient=1e-3)
     vectors, weights = start_of(with_targets, config)
     nlp = spacy.blank("en")
     nlp.add_pipe("roberta_static", config={"vectors": str(with_targets)})
@@ -351,6 +385,23 @@ def test_damaged_weights_are_a_one_line_error(with_targets, tmp_path):
         StaticVectors.load(tmp_path / "tuned")
     np.save(tmp_path / "tuned" / "weights.npy", np.ones(3, np.float64))
     with pytest.raises(VectorsError, match="weights.npy: expected finite float32 weights"):
+        StaticVectors.load(tmp_path / "tuned")
+
+
+def test_a_damaged_offset_is_a_one_line_error(with_targets, tmp_path):
+    tune(with_targets, tmp_path / "tuned", TuneConfig(max_epochs=1))
+    np.save(tmp_path / "tuned" / "offset.npy", np.ones(3, np.float32))
+    with pytest.raises(VectorsError, match=r"32 dimensions need 32 offset values; got \[3\]"):
+        StaticVectors.load(tmp_path / "tuned")
+    (tmp_path / "tuned" / "weights.npy").unlink()
+    with pytest.raises(VectorsError, match="an offset needs learned weights beside it"):
+        StaticVectors.load(tmp_path / "tuned")
+    np.save(
+        tmp_path / "tuned" / "weights.npy",
+        np.ones(len(StaticVectors.load(with_targets)), np.float32),
+    )
+    np.save(tmp_path / "tuned" / "offset.npy", np.full(32, np.nan, np.float32))
+    with pytest.raises(VectorsError, match="offset.npy: expected finite float32 offset"):
         StaticVectors.load(tmp_path / "tuned")
 
 

@@ -59,8 +59,8 @@ def write_exports(
         formats: Formats to write.
         sif_coefficient: SIF weighting of the sentence-encoder exports (see
             :mod:`roberta_static.formats.static_encoder`); ``None`` for plain means. Tuned
-            vectors take none: every export holds their rows times their learned weights, so
-            a text's mean of them is its tuned vector (cosines between words do not change).
+            vectors take none: every export holds their rows times their learned weights, plus
+            their offset, so a text's mean of them is its tuned vector.
         source: What errors call the vectors (their folder, as the user named it).
 
     Returns:
@@ -74,7 +74,7 @@ def write_exports(
     formats = list(formats)
     check_options(formats, sif_coefficient)
     check_entries(vectors.words, vectors.case, formats, source or "the vectors")
-    if vectors.weights is not None:  # tuned: every export holds weight * vector
+    if vectors.weights is not None:  # tuned: every export holds weight * vector + offset
         if sif_coefficient is not None:
             raise ConfigError(
                 "the vectors are tuned, and their learned weights replace SIF weighting; "

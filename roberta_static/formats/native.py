@@ -6,6 +6,7 @@
     vocab.tsv     word<TAB>count per row
     meta.json     format marker, config, model, corpus, stats
     weights.npy   float32 [V], for vectors ``tune`` made: each entry's learned weight
+    offset.npy    float32 [D], for vectors ``tune`` made: added to a text's weighted mean
     targets/      the teacher's sentence targets, when distill kept them (see
                   :mod:`~roberta_static.vectors.target_files`)
 
@@ -35,8 +36,10 @@ VOCAB_FILE = "vocab.tsv"
 META_FILE = "meta.json"
 FILES = (VECTORS_FILE, VOCAB_FILE, META_FILE)
 WEIGHTS_FILE = "weights.npy"
+OFFSET_FILE = "offset.npy"
 TARGETS_DIR = "targets"  # see roberta_static.vectors.target_files
-ENTRIES = (*FILES, WEIGHTS_FILE, TARGETS_DIR)  # all a vectors folder may hold of its own
+# All a vectors folder may hold of its own.
+ENTRIES = (*FILES, WEIGHTS_FILE, OFFSET_FILE, TARGETS_DIR)
 CHECKPOINT_DIR = ".checkpoint"  # an unfinished distill's state, in its output folder
 # What str.splitlines() ends a line at: vocab.tsv is read back with it.
 LINE_BREAK = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
@@ -71,6 +74,8 @@ def write(
     np.save(path / VECTORS_FILE, vectors.vectors, allow_pickle=False)
     if vectors.weights is not None:
         np.save(path / WEIGHTS_FILE, vectors.weights, allow_pickle=False)
+    if vectors.offset is not None:
+        np.save(path / OFFSET_FILE, vectors.offset, allow_pickle=False)
 
     with open(path / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as handle:
         rows = zip(vectors.words, vectors.counts.tolist(), strict=True)
@@ -110,22 +115,23 @@ def read(
     rows = [line.rsplit("\t", 1) for line in lines]
     if any(len(row) != 2 or not row[1].isdigit() for row in rows):
         raise VectorsError(f"{path / VOCAB_FILE}: expected word<TAB>count on every line")
-    weights = _read_weights(path / WEIGHTS_FILE)
+    weights = _read_learned(path / WEIGHTS_FILE, "weights, one per entry")
+    offset = _read_learned(path / OFFSET_FILE, "offset, one value per dimension")
     counts = np.array([int(c) for _, c in rows])
     try:
-        return VectorData([w for w, _ in rows], vectors, counts, meta, weights)
+        return VectorData([w for w, _ in rows], vectors, counts, meta, weights, offset)
     except VectorsError as error:  # files of different lengths
         raise VectorsError(f"{path}: {error}") from None
 
 
-def _read_weights(path: Path) -> np.ndarray | None:
-    """The learned weights of tuned vectors, or None when the folder has none."""
+def _read_learned(path: Path, what: str) -> np.ndarray | None:
+    """The learned weights or offset of tuned vectors, or None when the folder has none."""
     if not path.exists():
         return None
-    weights = _read_file(path, lambda p: np.load(p, allow_pickle=False))
-    if weights.dtype != np.float32 or weights.ndim != 1 or not np.isfinite(weights).all():
-        raise VectorsError(f"{path}: expected finite float32 weights, one per entry")
-    return weights
+    learned = _read_file(path, lambda p: np.load(p, allow_pickle=False))
+    if learned.dtype != np.float32 or learned.ndim != 1 or not np.isfinite(learned).all():
+        raise VectorsError(f"{path}: expected finite float32 {what}")
+    return learned
 
 
 def _read_file(path: Path, read: Callable[[Path], T]) -> T:

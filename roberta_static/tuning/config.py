@@ -9,10 +9,12 @@ from typing import Any, Literal, get_args
 
 from ..config import parse_devices
 from ..errors import ConfigError, require_minimums
-from ..vectors.docvectors import REMOVE_TOP_PCS, SIF_COEFFICIENT, DocWeighting
+from ..vectors.docvectors import DocWeighting
 
 TuneLoss = Literal["mse", "cosine"]
 LOSSES: tuple[str, ...] = get_args(TuneLoss)
+TuneHead = Literal["fold", "drop"]
+HEADS: tuple[str, ...] = get_args(TuneHead)
 MINIMUMS = {"max_epochs": 1, "patience": 1, "batch_size": 1, "max_held_out": 1, "seed": 0}
 MIN_SENTENCES = 10  # fewer leave no held-out split worth the name
 
@@ -21,14 +23,15 @@ MIN_SENTENCES = 10  # fewer leave no held-out split worth the name
 class TuneConfig:
     """All options of a ``tune`` run; written into the tuned folder's ``meta.json``.
 
-    Training starts from what ``doc_vector = "weighted"`` computes for the untuned vectors: the
-    vectors with ``remove_top_pcs`` top components removed, weighted by SIF with
-    ``sif_coefficient``. A linear head maps a sentence's weighted mean to the teacher's width; it
-    starts as the least-squares fit of the targets and is dropped at the end.
+    Training starts from the untuned vectors with ``remove_top_pcs`` top components removed (none
+    by default), each weighing 1 or, with ``sif_coefficient``, its SIF weight (with 4 and 1e-3,
+    what ``doc_vector = "weighted"`` computes for the untuned vectors). A linear head maps a
+    sentence's weighted mean to the teacher's width; it starts as the least-squares fit of the
+    targets and, at the end, is folded into the vectors (``head="fold"``) or dropped.
 
     The choices (loss, step size, the head's start, the start's components and weights) were
-    measured against tokenlearn's; ``docs/benchmarks/tune.md`` has the figures. The batch size, the
-    patience and the held-out share are tokenlearn's.
+    measured against tokenlearn's; ``docs/benchmarks/tune.md`` has the figures. The batch size and
+    the held-out share are tokenlearn's.
 
     Args:
         loss: ``cosine`` (1 - the cosine of the head's output and the teacher's vector) or
@@ -42,31 +45,39 @@ class TuneConfig:
             ``max_held_out`` of them).
         max_held_out: The most sentences held out.
         remove_top_pcs: Top principal components removed from the vectors before training.
-        sif_coefficient: ``a`` of the SIF weights the training starts from.
+        sif_coefficient: ``a`` of the SIF weights the training starts from; ``None``: every
+            weight starts at 1.
         seed: Seed of the split and the order of the sentences.
+        head: ``fold``: the tuned vectors are the head's matrix times the trained ones, and the
+            head's bias is their ``offset``, so a text's weighted mean is what the head gives, in
+            the teacher's space; ``drop``: the trained vectors as they are, without the head
+            (tokenlearn's choice).
         device: ``auto`` picks CUDA, then MPS, then CPU; or ``cpu``, ``cuda``, ``cuda:1``, ``mps``.
 
     Example:
         >>> TuneConfig(seed=3).learning_rate
-        0.003
+        0.0003
 
     """
 
     loss: TuneLoss = "cosine"
-    learning_rate: float = 3e-3
+    learning_rate: float = 3e-4
     batch_size: int = 256
     max_epochs: int = 100
-    patience: int = 5
+    patience: int = 10
     held_out: float = 0.1
     max_held_out: int = 10_000
-    remove_top_pcs: int = REMOVE_TOP_PCS
-    sif_coefficient: float = SIF_COEFFICIENT
+    remove_top_pcs: int = 0
+    sif_coefficient: float | None = None
     seed: int = 0
+    head: TuneHead = "fold"
     device: str = "auto"
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ConfigError(f"expected one of {', '.join(LOSSES)}, got {self.loss!r}", "loss")
+        if self.head not in HEADS:
+            raise ConfigError(f"expected one of {', '.join(HEADS)}, got {self.head!r}", "head")
         require_minimums(self, MINIMUMS)
         if not self.learning_rate > 0:
             raise ConfigError(f"must be > 0, got {self.learning_rate}", field="learning_rate")

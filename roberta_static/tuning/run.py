@@ -3,8 +3,9 @@
 The folder's ``targets/`` (kept by ``distill``) holds the teacher's vector of up to N sentences
 and the entries each one holds. Tuning learns each entry's vector and weight so that a sentence's
 weighted mean of its entries' vectors predicts the teacher's vector through a linear head, which
-is then dropped (:mod:`.training`). The tuned folder holds the new vectors, their weights
-(``weights.npy``) and, in ``meta.json``, how they were trained (``tune``).
+is then folded into the vectors or dropped (:mod:`.training`). The tuned folder holds the new
+vectors, their weights (``weights.npy``), the head's bias (``offset.npy``, when folded) and, in
+``meta.json``, how they were trained (``tune``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def tune(
 
     Args:
         vectors: A vectors folder ``distill`` wrote with sentence targets.
-        out: The new folder (``vectors.npy``, ``vocab.tsv``, ``weights.npy``, ``meta.json``).
+        out: The new folder (``vectors.npy``, ``vocab.tsv``, ``weights.npy``, ``offset.npy``,
+            ``meta.json``).
         config: The options (default: :class:`~.config.TuneConfig`'s).
         overwrite: Replace ``out`` if it is a vectors folder this package wrote.
         progress: Called after each training step.
@@ -80,7 +82,9 @@ def tune(
 
     trained = train(start, weighting.weights, targets, split, config, progress)
     meta = _meta(data, source, targets, split, config, trained.record)
-    tuned = StaticVectors(data.words, trained.vectors, data.counts, meta, trained.weights)
+    tuned = StaticVectors(
+        data.words, trained.vectors, data.counts, meta, trained.weights, trained.offset
+    )
     tuned.save(out, overwrite=overwrite)
     return tuned
 

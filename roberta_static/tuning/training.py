@@ -6,7 +6,10 @@ weighted vectors, as the spaCy component's ``doc_vector = "weighted"`` and the e
 text's vector. A linear head maps it to the teacher's width, where the loss compares it with the
 teacher's sentence vector. The head starts as the least-squares fit of the training targets from
 the starting vectors, so the first steps refine a good read-out rather than undo the vectors
-under a random one; it is dropped at the end.
+under a random one. At the end it is folded into what training gives (each vector mapped by the
+head's matrix, the head's bias becoming the offset added to a text's vector), so that a text's
+weighted mean is the head's output, in the teacher's space; or dropped, as tokenlearn drops its
+head.
 
 The vectors and weights are sparse embeddings updated by lazy Adam (only the rows a batch
 touches), the head by Adam, all with one step size. The held-out loss is measured after each
@@ -38,10 +41,11 @@ _RIDGE = 1e-6  # of the mean diagonal, so the head's least-squares fit is always
 
 @dataclass
 class Trained:
-    """What training gives: the entries' vectors and weights, and how it went."""
+    """What training gives: the entries' vectors, weights and offset, and how it went."""
 
     vectors: np.ndarray
     weights: np.ndarray
+    offset: np.ndarray | None
     record: dict[str, Any]
 
 
@@ -150,14 +154,24 @@ def train(
         "steps": epoch * steps.per_epoch(len(train_ids)),
         "held_out_loss": {"start": start, "best": best},
         "held_out_cosine": {"start": start_cosine, "best": _cosine(model, sentences, held_ids)},
-        "head": f"linear {vectors.shape[1]} -> {targets.dim}, least-squares start, dropped",
+        "head": f"linear {vectors.shape[1]} -> {targets.dim}, least-squares start, "
+        + ("folded into the vectors and offset" if config.head == "fold" else "dropped"),
         "seconds": round(time.perf_counter() - started, 3),
     }
-    return Trained(
-        model.vectors.weight.detach().cpu().numpy().copy(),
-        model.weights.weight.detach().cpu().numpy()[:, 0].copy(),
-        record,
-    )
+    return _trained(model, config.head == "fold", record)
+
+
+@torch.no_grad()
+def _trained(model: TextModel, fold: bool, record: dict[str, Any]) -> Trained:
+    """The model's vectors and weights, with the head folded in (``fold``) or dropped."""
+    weights = model.weights.weight[:, 0].cpu().numpy().copy()
+    vectors = model.vectors.weight
+    if not fold:
+        return Trained(vectors.cpu().numpy().copy(), weights, None, record)
+    # weight * (W v) averaged over a text is W applied to its weighted mean: the head's output
+    # once the bias is added.
+    folded = vectors.double() @ model.head.weight.double().T
+    return Trained(folded.float().cpu().numpy(), weights, model.head.bias.cpu().numpy(), record)
 
 
 class Steps:

@@ -30,7 +30,10 @@ class VectorData:
         counts: Occurrences averaged into each row (0 for a decontextualized fill).
         meta: Provenance written to ``meta.json``.
         weights: Each entry's weight in a text's vector, learned by ``tune`` (``None`` for
-            vectors not tuned): a text's vector is the mean of its entries' ``weight * vector``.
+            vectors not tuned): a text's vector is the mean of its entries' ``weight * vector``,
+            plus :attr:`offset`.
+        offset: ``[dim]``, added to a tuned text's vector: the bias of ``tune``'s head (``None``
+            for vectors not tuned, or tuned without it).
         targets: The sentence targets ``distill`` kept for ``tune``, their entries numbered as
             these rows; written into a vectors folder's ``targets/`` (read by ``tune``).
 
@@ -41,6 +44,7 @@ class VectorData:
     counts: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
     weights: np.ndarray | None = None
+    offset: np.ndarray | None = None
     targets: SentenceTargets | None = None
 
     def __post_init__(self) -> None:
@@ -58,20 +62,31 @@ class VectorData:
                 raise VectorsError(
                     f"{rows} words need {rows} weights; got {list(self.weights.shape)}"
                 )
+        if self.offset is not None:
+            self.offset = np.asarray(self.offset, dtype=np.float32)
+            dim = self.vectors.shape[1]
+            if self.weights is None:
+                raise VectorsError("an offset needs learned weights beside it; got none")
+            if self.offset.shape != (dim,):
+                raise VectorsError(
+                    f"{dim} dimensions need {dim} offset values; got {list(self.offset.shape)}"
+                )
 
     def weighted_vectors(self) -> np.ndarray:
-        """Each row times its learned weight (the rows themselves for vectors not tuned).
+        """Each row times its learned weight, plus the offset (the rows for vectors not tuned).
 
         A text's tuned vector is the mean of these rows over its entries.
 
         Example:
-            >>> VectorData(["a"], [[1.0, 2.0]], [1], weights=[0.5]).weighted_vectors().tolist()
-            [[0.5, 1.0]]
+            >>> tuned = VectorData(["a"], [[1.0, 2.0]], [1], weights=[0.5], offset=[0.0, 1.0])
+            >>> tuned.weighted_vectors().tolist()
+            [[0.5, 2.0]]
 
         """
         if self.weights is None:
             return self.vectors
-        return self.vectors * self.weights[:, None]
+        weighted = self.vectors * self.weights[:, None]
+        return weighted if self.offset is None else weighted + self.offset
 
     def __len__(self) -> int:
         return len(self.words)

@@ -10,7 +10,7 @@ spaCy component computes ``doc.vector`` with it. It uses the same functions as t
 (:func:`~roberta_static.vectors.postprocess.principal_axes`, :func:`~.sif.sif_weights`).
 
 Vectors ``tune`` made carry learned weights instead: a text's vector is then the mean of its
-words' vectors times their learned weights, which is what ``tune`` trained
+words' vectors times their learned weights, plus a learned offset, which is what ``tune`` trained
 (:meth:`DocWeighting.learned`).
 """
 
@@ -46,6 +46,7 @@ class DocWeighting:
             with ``--remove-top-pcs``).
         axes: ``[remove_top_pcs, dim]`` top principal directions of the centred vectors.
         weights: SIF weight of each entry, in the vocabulary's row order.
+        offset: ``[dim]`` added to a text's vector (zero but for tuned vectors).
 
     Example:
         >>> vecs = VectorData(["a", "b", "c"], np.eye(3), np.array([8, 1, 1]))
@@ -58,13 +59,18 @@ class DocWeighting:
     mean: np.ndarray
     axes: np.ndarray
     weights: np.ndarray
+    offset: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.offset is None:
+            object.__setattr__(self, "offset", np.zeros(len(self.mean)))
 
     @classmethod
     def fit(
         cls,
         vectors: VectorData,
         remove_top_pcs: int,
-        sif_coefficient: float,
+        sif_coefficient: float | None,
     ) -> DocWeighting:
         """Find the weighting of ``vectors``, as ``postprocess`` and the exports would apply it.
 
@@ -76,7 +82,7 @@ class DocWeighting:
             remove_top_pcs: Principal components to remove, as ``--remove-top-pcs`` (the Lee
                 benchmark's choice is 4, all-but-the-top's dimension / 100 for 384 dimensions).
             sif_coefficient: ``a`` of the SIF weights, as ``--sif-coefficient`` (the SIF
-                paper's usual 1e-3).
+                paper's usual 1e-3); ``None``: every weight is 1.
 
         Raises:
             ConfigError: A negative ``remove_top_pcs``, more components than the vectors have, or
@@ -97,11 +103,13 @@ class DocWeighting:
                 field="remove_top_pcs",
             )
         axes = principal_axes(centered, remove_top_pcs)
+        if sif_coefficient is None:
+            return cls(mean, axes, np.ones(len(vectors)))
         return cls(mean, axes, sif_weights(vectors.counts, sif_coefficient))
 
     @classmethod
     def learned(cls, vectors: VectorData) -> DocWeighting:
-        """The weighting of tuned vectors: their learned weights, nothing removed.
+        """The weighting of tuned vectors: their learned weights and offset, nothing removed.
 
         ``tune`` learned the vectors and weights for this plain weighted mean (it started from
         vectors with the top components already removed), so none are removed again.
@@ -109,10 +117,11 @@ class DocWeighting:
         if vectors.weights is None:
             raise ConfigError("the vectors carry no learned weights (tune makes them)")
         none = np.zeros((0, vectors.dim))
-        return cls(np.zeros(vectors.dim), none, vectors.weights.astype(np.float64))
+        offset = None if vectors.offset is None else vectors.offset.astype(np.float64)
+        return cls(np.zeros(vectors.dim), none, vectors.weights.astype(np.float64), offset)
 
     @staticmethod
-    def check(remove_top_pcs: int, sif_coefficient: float) -> None:
+    def check(remove_top_pcs: int, sif_coefficient: float | None) -> None:
         """Refuse a negative ``remove_top_pcs`` or a coefficient outside (0, 1)."""
         PostProcessing(remove_top_pcs=remove_top_pcs)
         check_sif_coefficient(sif_coefficient)
@@ -126,13 +135,15 @@ class DocWeighting:
             weights: The ``n`` words' entries of :attr:`weights`.
 
         Returns:
-            The mean of the weighted, post-processed rows; zeros for a text of no known word.
+            The mean of the weighted, post-processed rows, plus the offset; zeros for a text of
+            no known word.
 
         """
         if not len(rows):
             return np.zeros(len(self.mean), dtype=np.float32)
         processed = remove_axes(np.asarray(rows, dtype=np.float64) - self.mean, self.axes)
-        return (processed * np.asarray(weights)[:, None]).mean(axis=0).astype(np.float32)
+        weighted = np.asarray(weights, dtype=np.float64) @ processed / len(processed)
+        return (weighted + self.offset).astype(np.float32)
 
 
 def too_few(count: int, dim: int, remove_top_pcs: int) -> bool:

@@ -46,6 +46,7 @@ class StaticVectors(VectorData):
         meta: Provenance written to ``meta.json``.
         weights: Learned weights of the entries in a text's vector, for vectors ``tune`` made
             (``weights.npy`` beside the matrix); ``None`` otherwise.
+        offset: Added to a tuned text's weighted mean (``offset.npy``); ``None`` otherwise.
 
     Lookups follow the case policy the vectors were distilled with (:attr:`case`): with ``lower``,
     ``"Paris"`` finds ``paris``. A phrase is found with single spaces or as ``new_york``, the
@@ -301,7 +302,7 @@ class StaticVectors(VectorData):
 
         """
         data = exports.read(path, mmap=mmap, allow_pickle=allow_pickle)
-        return cls(data.words, data.vectors, data.counts, data.meta, data.weights)
+        return cls(data.words, data.vectors, data.counts, data.meta, data.weights, data.offset)
 
 
 def _weighted(keys: Any, weight: float) -> list[tuple[Key, float]]:
