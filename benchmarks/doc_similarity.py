@@ -198,9 +198,12 @@ def teacher_rows(
     word_costs(ours, tuned)
     plain = saved(tuned, folder / "tuned")  # the exports hold each row times its weight
     rows += [
-        (
-            "roberta-static tuned: spaCy doc.similarity, doc_vector weighted",
-            SpacyDocs(plain, "weighted", args),
+        *(
+            (
+                f"roberta-static tuned: spaCy doc.similarity, doc_vector {mode}",
+                SpacyDocs(plain, mode, args),
+            )
+            for mode in ("mean", "weighted")
         ),
         ("roberta-static tuned: model2vec export", model2vec_embed(plain / "model2vec")),
     ]

@@ -202,7 +202,10 @@ def teacher_rows(texts: list[str], model: str, folder: Path, args: argparse.Name
     plain = saved(tuned_vectors(texts, model, args.work, key), folder / "tuned")
     name = "ours tuned (snippets)"  # the exports hold each row times its weight
     rows += [
-        Row(f"{name}, spaCy doc.vector, doc_vector weighted", SpacyDocs(plain, "weighted", args)),
+        *(
+            Row(f"{name}, spaCy doc.vector, doc_vector {mode}", SpacyDocs(plain, mode, args))
+            for mode in DOC_VECTORS
+        ),
         Row(f"{name}, model2vec export", model2vec_embed(plain / "model2vec")),
     ]
     trained = tokenlearn_model(texts, model, args.work, key, args.tokenlearn_python)

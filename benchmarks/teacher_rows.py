@@ -15,6 +15,8 @@ Shared by ``sentiment.py`` and ``doc_similarity.py``; both train on the text the
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -28,9 +30,9 @@ TARGETS = 200_000  # sentence targets kept: the issue's default
 TOKENLEARN_SCRIPT = Path(__file__).with_name("tokenlearn_train.py")
 
 
-def tuned_vectors(texts: list[str], model: str, work: Path, key: str) -> StaticVectors:
-    """Vectors distilled over ``texts`` keeping targets, then tuned (both cached under ``work``)."""
-    distilled, tuned = work / f"targets-{key}", work / f"tuned-{key}"
+def with_targets(texts: list[str], model: str, work: Path, key: str) -> Path:
+    """The folder of vectors distilled over ``texts`` keeping sentence targets (cached)."""
+    distilled = work / f"targets-{key}"
     if not (distilled / "meta.json").is_file():
         config = DistillConfig(
             model=model, min_count=1, max_contexts=0, device="cpu", sentence_targets=TARGETS
@@ -38,8 +40,16 @@ def tuned_vectors(texts: list[str], model: str, work: Path, key: str) -> StaticV
         tick = time.perf_counter()
         distill(texts=texts, config=config).save(distilled)  # targets/ with the vectors
         print(f"  distill keeping targets: {time.perf_counter() - tick:.0f} s")
+    return distilled
+
+
+def tuned_vectors(texts: list[str], model: str, work: Path, key: str) -> StaticVectors:
+    """Vectors distilled over ``texts`` keeping targets, then tuned (both cached under ``work``)."""
+    config = TuneConfig(device="cpu")
+    options = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()
+    distilled, tuned = with_targets(texts, model, work, key), work / f"tuned-{key}-{options[:8]}"
     if not (tuned / "meta.json").is_file():
-        record = tune(distilled, tuned, TuneConfig(device="cpu")).meta["tune"]
+        record = tune(distilled, tuned, config).meta["tune"]
         loss = record["held_out_loss"]
         print(
             f"  tune: {record['targets']['sentences']:,} sentences, held-out loss "

@@ -1,22 +1,25 @@
-"""tune's design choices, measured: held-out loss and Lee document similarity per variant.
+"""tune's design choices, measured: held-out fit, Lee document similarity and sentiment per variant.
 
-The targets are ``distill``'s own (``--sentence-targets``): MiniLM's sentence vectors of a
-sample of the sentences the pass encodes, with their entries. The text is gensim's Lee corpus,
-background plus the 50 documents, as ``doc_similarity.py`` reads it; vectors are distilled over
-it with the offline all-MiniLM-L6-v2, every word, ``max_contexts=0``.
+The targets are ``distill``'s own (``--sentence-targets``): MiniLM's sentence vectors of the
+sentences the pass encodes, with their entries, over gensim's Lee corpus (background plus the 50
+documents, as ``doc_similarity.py`` reads it), every word, ``max_contexts=0``; and with
+``--sentiment-data`` over the movie-review snippets ``sentiment.py`` reads, the same way. Both
+folders are those ``doc_similarity.py`` and ``sentiment.py`` make (``teacher_rows.with_targets``),
+cached under ``--work``.
 
-Each variant tunes from the same vectors and targets and is scored by its held-out loss and
-cosine to the teacher, and by the Pearson of spaCy ``doc.similarity`` (the component,
-``doc_vector`` ``weighted``) with the human judgements of the 50 documents' 1,225 pairs. The
-variants are ``tune``'s defaults (cosine loss, step 3e-3, the head starting as the
-least-squares fit, the start's top 4 components removed and SIF 1e-3 weights) over three seeds,
-and the choices tokenlearn makes otherwise (a randomly initialised head, MSE, step 1e-3, targets
-reduced by PCA to 256 dimensions), with other step sizes and starts.
+Each variant tunes from the same vectors and targets and is scored by its held-out cosine to the
+teacher (Lee's targets), by the Pearson of spaCy ``doc.similarity`` (the component, ``doc_vector``
+``weighted``) with the human judgements of Lee's 1,225 pairs, and, with the snippets, by the
+Pearson of ``sentiment.py``'s cross-validated ridge regression of valence on spaCy ``doc.vector``
+(``mean`` and ``weighted``), tuned on the snippets' own targets. The variants are ``tune``'s
+defaults over three seeds, the head dropped rather than folded (tokenlearn's), other step sizes,
+and the choices tokenlearn makes otherwise (a randomly initialised head, MSE, targets reduced by
+PCA to 256 dimensions), with other starts.
 
 With ``--tokenlearn-python`` (see ``teacher_rows.py``), model2vec + tokenlearn trained on the
 same sentences with the same teacher is scored too, through its own ``StaticModel.encode``.
 
-Usage: python benchmarks/tune_choices.py --work DIR [--model PATH] [--limit 200000]
+Usage: python benchmarks/tune_choices.py --work DIR [--model PATH] [--sentiment-data DIR]
        [--tokenlearn-python PYTHON]
 """
 
@@ -24,25 +27,35 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import platform
 import shutil
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import numpy as np
 import torch
-from doc_similarity import PAIRS, SpacyDocs, correlations, model2vec_embed, pair_cosines, read_lee
+from doc_similarity import (
+    PAIRS,
+    SpacyDocs,
+    correlations,
+    digest,
+    model2vec_embed,
+    pair_cosines,
+    read_lee,
+)
 from gensim.test.utils import datapath
 from quality import minilm_path
-from teacher_rows import tokenlearn_model
+from sentiment import SNIPPETS, SOURCE, cross_validated, read_snippets, scores
+from teacher_rows import tokenlearn_model, with_targets
 
-from roberta_static import DistillConfig, StaticVectors, distill
+from roberta_static import StaticVectors
 from roberta_static.tuning import training
 from roberta_static.tuning.config import TuneConfig
 from roberta_static.tuning.run import tune
-from roberta_static.vectors.target_files import has_targets, write_targets
+from roberta_static.vectors.target_files import write_targets
 from roberta_static.vectors.targets import SentenceTargets
 
 
@@ -53,22 +66,11 @@ def random_head() -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def weights_of_one() -> Iterator[None]:
-    """Every entry's weight starts at 1 (no SIF)."""
-    real = training.train
-
-    def train(vectors, weights, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        return real(vectors, np.ones_like(weights), *args, **kwargs)
-
-    with mock.patch("roberta_static.tuning.training.train", train):
-        yield
-
-
 def pca_targets(folder: Path, out: Path, dims: int) -> Path:
     """A copy of ``folder`` whose targets are reduced to ``dims`` dimensions by PCA (tokenlearn)."""
     from roberta_static.vectors.target_files import read_targets
 
+    shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(folder, out)
     words = StaticVectors.load(folder).words
     targets = read_targets(folder, words)
@@ -84,79 +86,126 @@ def pca_targets(folder: Path, out: Path, dims: int) -> Path:
     return out
 
 
+def variants(default: TuneConfig) -> dict[str, tuple[TuneConfig, Callable[[], Any], bool]]:
+    """Label -> (options, context to tune in, targets reduced by PCA)."""
+    plain = contextlib.nullcontext
+    mse = dataclasses.replace(default, loss="mse", learning_rate=1e-3)
+    tokenlearns = dataclasses.replace(mse, head="drop")
+    steps = [rate for rate in (3e-3, 1e-3, 3e-4) if rate != default.learning_rate]
+    return {
+        **{
+            f"ours, seed {seed}": (dataclasses.replace(default, seed=seed), plain, False)
+            for seed in range(3)
+        },
+        **{
+            f"head dropped, seed {seed}": (
+                dataclasses.replace(default, seed=seed, head="drop"),
+                plain,
+                False,
+            )
+            for seed in range(3)
+        },
+        **{
+            f"step {rate:g}": (dataclasses.replace(default, learning_rate=rate), plain, False)
+            for rate in steps
+        },
+        "random head": (default, random_head, False),
+        "MSE, step 1e-3": (mse, plain, False),
+        "MSE, step 1e-3, random head, dropped (tokenlearn's)": (tokenlearns, random_head, False),
+        "the same, targets PCA 256 (tokenlearn's)": (tokenlearns, random_head, True),
+        "start: SIF 1e-3 weights": (
+            dataclasses.replace(default, sif_coefficient=1e-3),
+            plain,
+            False,
+        ),
+        "start: top 4 components removed": (
+            dataclasses.replace(default, remove_top_pcs=4),
+            plain,
+            False,
+        ),
+        "start: both (what doc_vector weighted computes)": (
+            dataclasses.replace(default, remove_top_pcs=4, sif_coefficient=1e-3),
+            plain,
+            False,
+        ),
+    }
+
+
+class Scores:
+    """Lee's Pearson through spaCy ``doc.similarity`` and, with the snippets, sentiment's."""
+
+    def __init__(self, snippets: list[str] | None, valence: np.ndarray | None) -> None:
+        self.docs = read_lee("lee.cor")
+        self.human = np.loadtxt(datapath("similarities0-1.txt"))[PAIRS]
+        self.snippets, self.valence = snippets, valence
+        self.spacy_args = argparse.Namespace(remove_top_pcs=4, sif=1e-3)
+
+    def lee(self, folder: Path) -> float:
+        """Pearson of ``doc_vector`` ``weighted`` similarities with the human judgements."""
+        docs = SpacyDocs(folder, "weighted", self.spacy_args)
+        return correlations(docs.similarities(self.docs), self.human)[0]
+
+    def sentiment(self, folder: Path) -> str:
+        """``sentiment.py``'s Pearson for spaCy ``doc.vector``, ``mean`` then ``weighted``."""
+        pearsons = []
+        for mode in ("mean", "weighted"):
+            x = np.asarray(SpacyDocs(folder, mode, self.spacy_args)(self.snippets), np.float64)
+            pearsons.append(scores(cross_validated(x, self.valence)[0], self.valence)[0])
+        return "  {:.3f}  {:.3f}".format(*pearsons)
+
+
+def tuned_row(label: str, record: dict[str, Any], lee: float) -> str:
+    """The variant's held-out cosine, epochs (best), seconds and Lee Pearson."""
+    cosine, epochs = record["held_out_cosine"], f"{record['epochs']} ({record['best_epoch']})"
+    return (
+        f"{label:52}{cosine['start']:>8.3f} -> {cosine['best']:<6.3f}{epochs:>10}"
+        f"{record['seconds']:>5.0f}{lee:>7.3f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="folder for vectors and runs")
     parser.add_argument("--model", default=None, help="teacher (default: the offline MiniLM)")
-    parser.add_argument("--limit", type=int, default=200_000, help="sentence targets kept")
+    parser.add_argument("--sentiment-data", type=Path, default=None, help=f"extracted {SOURCE}")
     parser.add_argument("--tokenlearn-python", type=Path, default=None, help="tokenlearn's Python")
     args = parser.parse_args()
     model = args.model or minilm_path()
     print(
         f"machine: {platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}"
     )
-    docs, background = read_lee("lee.cor"), read_lee("lee_background.cor")
-    human = np.loadtxt(datapath("similarities0-1.txt"))[PAIRS]
-    texts = background + docs
-    folder = args.work / "vectors"
-    if not has_targets(folder):
-        tick = time.perf_counter()
-        config = DistillConfig(
-            model=model, min_count=1, max_contexts=0, device="cpu", sentence_targets=args.limit
-        )
-        vectors = distill(texts=texts, config=config)
-        print(f"distill keeping targets: {time.perf_counter() - tick:.0f} s")
-        shutil.rmtree(folder, ignore_errors=True)
-        vectors.save(folder)
-    spacy_args = argparse.Namespace(remove_top_pcs=4, sif=1e-3)
-    pearson = correlations(SpacyDocs(folder, "weighted", spacy_args).similarities(docs), human)[0]
-    print(f"\n{'variant':44}{'held-out loss':>22}{'cosine':>16}{'epochs':>8}{'s':>6}{'Lee':>7}")
-    print(f"{'untuned, doc_vector weighted':44}{'':>22}{'':>16}{'':>8}{'':>6}{pearson:>7.3f}")
-    plain, mse = contextlib.nullcontext, TuneConfig(loss="mse", learning_rate=1e-3)
-    variants = {
-        **{f"ours, seed {seed}": (TuneConfig(seed=seed), plain, folder) for seed in range(3)},
-        **{
-            f"cosine, random head, 1e-3, seed {seed}": (
-                TuneConfig(learning_rate=1e-3, seed=seed),
-                random_head,
-                folder,
+    texts = read_lee("lee_background.cor") + read_lee("lee.cor")
+    key = digest(model, texts)  # doc_similarity.py's: the two share their cache in one --work
+    sources = {"lee": with_targets(texts, model, args.work, key)}
+    snippets, valence = (
+        read_snippets(args.sentiment_data / SNIPPETS) if args.sentiment_data else (None, None)
+    )
+    if snippets:
+        sources["sentiment"] = with_targets(snippets, model, args.work, digest(model, snippets))
+    measure = Scores(snippets, valence)
+    sentiment = "  sentiment: mean, weighted" if snippets else ""
+    print(f"\n{'variant':52}{'held-out cosine':>18}{'epochs':>10}{'s':>5}{'Lee':>7}{sentiment}")
+    untuned = f"{'untuned, doc_vector weighted':52}{'':>33}{measure.lee(sources['lee']):>7.3f}"
+    print(untuned + (measure.sentiment(sources["sentiment"]) if snippets else ""))
+    for label, (config, context, reduced) in variants(TuneConfig(device="cpu")).items():
+        row = ""
+        for name, source in sources.items():
+            if reduced:
+                source = pca_targets(source, args.work / "pca", 256)
+            out = args.work / f"tuned-{name}"
+            with context():
+                record = tune(source, out, config, overwrite=True).meta["tune"]
+            shutil.rmtree(args.work / "pca", ignore_errors=True)
+            row += (
+                tuned_row(label, record, measure.lee(out))
+                if name == "lee"
+                else measure.sentiment(out)
             )
-            for seed in range(3)
-        },
-        "cosine, random head, 3e-3": (TuneConfig(), random_head, folder),
-        "cosine, 1e-3": (TuneConfig(learning_rate=1e-3), plain, folder),
-        "cosine, 1e-3, batch 64": (TuneConfig(learning_rate=1e-3, batch_size=64), plain, folder),
-        "mse, 1e-3 (tokenlearn's loss and step)": (mse, plain, folder),
-        "mse, 1e-3, random head (tokenlearn's)": (mse, random_head, folder),
-        "mse, 1e-3, targets PCA 256 (tokenlearn's)": (mse, plain, None),
-        "mse, 3e-3": (TuneConfig(loss="mse"), plain, folder),
-        "mse, 1e-2": (TuneConfig(loss="mse", learning_rate=1e-2), plain, folder),
-        "mse, 1e-4": (TuneConfig(loss="mse", learning_rate=1e-4), plain, folder),
-        "mse, 1e-3, no components removed (D=0)": (
-            TuneConfig(loss="mse", learning_rate=1e-3, remove_top_pcs=0),
-            plain,
-            folder,
-        ),
-        "mse, 1e-3, weights start at 1": (mse, weights_of_one, folder),
-    }
-    for number, (label, (config, context, source)) in enumerate(variants.items()):
-        source = source or pca_targets(folder, args.work / "pca", 256)
-        out = args.work / f"tuned-{number}"
-        with context():
-            tuned = tune(source, out, config, overwrite=True)
-        record = tuned.meta["tune"]
-        loss, cosine = record["held_out_loss"], record["held_out_cosine"]
-        score = correlations(SpacyDocs(out, "weighted", spacy_args).similarities(docs), human)[0]
-        print(
-            f"{label:44}{loss['start']:>10.3g} -> {loss['best']:<8.3g}"
-            f"{cosine['start']:>7.3f} -> {cosine['best']:<5.3f}{record['epochs']:>6}"
-            f"{record['seconds']:>7.0f}{score:>7.3f}"
-        )
-        shutil.rmtree(args.work / "pca", ignore_errors=True)
-    trained = tokenlearn_model(texts, model, args.work, "lee", args.tokenlearn_python)
+        print(row, flush=True)
+    trained = tokenlearn_model(texts, model, args.work, key, args.tokenlearn_python)
     if trained is not None:
-        score = correlations(pair_cosines(model2vec_embed(trained)(docs)), human)[0]
-        print(f"{'model2vec + tokenlearn 0.2.1, same sentences':44}{'':>52}{score:>7.3f}")
+        score = correlations(pair_cosines(model2vec_embed(trained)(measure.docs)), measure.human)[0]
+        print(f"{'model2vec + tokenlearn 0.2.1, same sentences':52}{'':>33}{score:>7.3f}")
 
 
 if __name__ == "__main__":
