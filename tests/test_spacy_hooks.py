@@ -81,6 +81,12 @@ def test_weighted_similarity_is_the_cosine_of_the_weighted_vectors(folder, expor
     # A plain doc (no pipeline) is compared through the same weighting.
     plain = nlp.make_doc("a dog of paris")
     assert first.similarity(plain) == pytest.approx(cosine(kittens, dogs), abs=1e-5)
+    # A token or a lexeme is one word, weighted the same way.
+    kitten = export_vector(exported, ["kitten"])
+    assert first.similarity(second[1]) == pytest.approx(
+        cosine(kittens, export_vector(exported, ["dog"])), abs=1e-5
+    )
+    assert first.similarity(nlp.vocab["kitten"]) == pytest.approx(cosine(kittens, kitten), abs=1e-5)
 
 
 def test_mean_leaves_spacys_doc_vectors(folder):
