@@ -83,10 +83,12 @@ def tune_command(
 def summary(record: dict[str, Any], out: Path) -> str:
     """One line: the held-out loss and cosine before and after, the epochs, where it went."""
     loss, cosine = record["held_out_loss"], record["held_out_cosine"]
+    # Dropped, the head that gave these figures is not in what was written.
+    through = " through the dropped head" if record["config"]["head"] == "drop" else ""
     return (
-        f"held-out loss {loss['start']:.4g} -> {loss['best']:.4g} (cosine to the teacher "
-        f"{cosine['start']:.3f} -> {cosine['best']:.3f}), best of {record['epochs']} epochs "
-        f"at {record['best_epoch']}, {record['seconds']:.1f} s; wrote {out}"
+        f"held-out loss {loss['start']:.4g} -> {loss['best']:.4g} (cosine to the teacher"
+        f"{through} {cosine['start']:.3f} -> {cosine['best']:.3f}), best of {record['epochs']} "
+        f"epochs at {record['best_epoch']}, {record['seconds']:.1f} s; wrote {out}"
     )
 
 

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 import roberta_static
 from roberta_static import DistillConfig, distill
 from roberta_static.cli import app
+from roberta_static.cli.tune import summary
 from roberta_static.errors import ConfigError, OutputError, VectorsError
 from roberta_static.formats.exports import export, write_exports
 from roberta_static.model.teacher import TeacherPooling, sentence_vectors
@@ -142,10 +143,13 @@ def test_a_folded_head_makes_text_vectors_the_head_s_output(with_targets, tmp_pa
     tuned = tune(with_targets, tmp_path / "tuned", dataclasses.replace(FAST, head=head))
     reported = tuned.meta["tune"]["held_out_cosine"]["best"]
     assert (tuned.offset is not None) == (head == "fold")
-    # Folded, a tuned text's vector is what the head gave in training; dropped, it is not.
+    # Folded, a tuned text's vector is what the head gave in training; dropped, it is not, and
+    # the summary says whose cosine it reports.
     assert (held_out_cosine(with_targets, tuned) == pytest.approx(reported, abs=1e-4)) == (
         head == "fold"
     )
+    said = summary(tuned.meta["tune"], tmp_path / "tuned")
+    assert ("cosine to the teacher through the dropped head" in said) == (head == "drop")
 
 
 def test_the_same_seed_gives_the_same_vectors(with_targets, tmp_path):
@@ -391,10 +395,10 @@ def test_damaged_weights_are_a_one_line_error(with_targets, tmp_path):
 def test_a_damaged_offset_is_a_one_line_error(with_targets, tmp_path):
     tune(with_targets, tmp_path / "tuned", TuneConfig(max_epochs=1))
     np.save(tmp_path / "tuned" / "offset.npy", np.ones(3, np.float32))
-    with pytest.raises(VectorsError, match=r"32 dimensions need 32 offset values; got \[3\]"):
+    with pytest.raises(VectorsError, match="offset.npy: expected 32 values, got 3"):
         StaticVectors.load(tmp_path / "tuned")
     (tmp_path / "tuned" / "weights.npy").unlink()
-    with pytest.raises(VectorsError, match="an offset needs learned weights beside it"):
+    with pytest.raises(VectorsError, match="offset.npy: an offset needs weights.npy beside it"):
         StaticVectors.load(tmp_path / "tuned")
     np.save(
         tmp_path / "tuned" / "weights.npy",
@@ -402,6 +406,9 @@ def test_a_damaged_offset_is_a_one_line_error(with_targets, tmp_path):
     )
     np.save(tmp_path / "tuned" / "offset.npy", np.full(32, np.nan, np.float32))
     with pytest.raises(VectorsError, match="offset.npy: expected finite float32 offset"):
+        StaticVectors.load(tmp_path / "tuned")
+    (tmp_path / "tuned" / "offset.npy").write_bytes(b"hello")
+    with pytest.raises(VectorsError, match=r"offset.npy: not a .npy file \(a pickle is never"):
         StaticVectors.load(tmp_path / "tuned")
 
 

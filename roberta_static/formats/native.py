@@ -117,6 +117,11 @@ def read(
         raise VectorsError(f"{path / VOCAB_FILE}: expected word<TAB>count on every line")
     weights = _read_learned(path / WEIGHTS_FILE, "weights, one per entry")
     offset = _read_learned(path / OFFSET_FILE, "offset, one value per dimension")
+    if offset is not None and weights is None:
+        raise VectorsError(f"{path / OFFSET_FILE}: an offset needs {WEIGHTS_FILE} beside it")
+    if offset is not None and offset.shape != vectors.shape[1:]:
+        dim = vectors.shape[1]
+        raise VectorsError(f"{path / OFFSET_FILE}: expected {dim} values, got {len(offset)}")
     counts = np.array([int(c) for _, c in rows])
     try:
         return VectorData([w for w, _ in rows], vectors, counts, meta, weights, offset)
@@ -139,6 +144,8 @@ def _read_file(path: Path, read: Callable[[Path], T]) -> T:
     try:
         return read(path)
     except (OSError, ValueError) as error:
+        if "pickled" in str(error):  # numpy reads anything not .npy as a pickle, and refuses it
+            raise VectorsError(f"{path}: not a .npy file (a pickle is never loaded)") from None
         raise VectorsError(f"{path}: cannot read it ({error})") from None
 
 
