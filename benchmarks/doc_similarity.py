@@ -88,10 +88,10 @@ def correlations(scores: np.ndarray, human: np.ndarray) -> tuple[float, float]:
     return float(np.corrcoef(scores, human)[0, 1]), float(spearmanr(scores, human).statistic)
 
 
-def timed(embed: Embed, docs: list[str]) -> tuple[np.ndarray, float]:
-    """Embeddings of ``docs`` and the best of 3 timings."""
+def timed(embed: Embed, docs: list[str], runs: int = 3) -> tuple[np.ndarray, float]:
+    """Embeddings of ``docs`` and the best of ``runs`` timings."""
     seconds = []
-    for _ in range(3):
+    for _ in range(runs):
         tick = time.perf_counter()
         embeddings = np.asarray(embed(docs), dtype=np.float64)
         seconds.append(time.perf_counter() - tick)
