@@ -107,7 +107,6 @@ class WeightedDocVectors:
         weighting = DocWeighting(parts["mean"], parts["axes"], parts["weights"], offset)
         return cls(parts["keys"], weighting, parts["attr"])
 
-
     def _keys(self, unit: Unit) -> np.ndarray:
         """The lookup keys (``LOWER`` or ``ORTH``) of the unit's tokens, read in one call."""
         if isinstance(unit, Token | Lexeme):
