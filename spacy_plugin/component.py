@@ -31,7 +31,7 @@ from thinc.api import Config
 from roberta_static.errors import ConfigError
 from roberta_static.vectors.docvectors import DocWeighting, too_few
 
-from .hooks import WeightedDocVectors
+from .hooks import MeanDocVectors, WeightedDocVectors
 from .settings import (
     DEFAULT_DOC_VECTOR,
     DOC_VECTORS,
@@ -99,11 +99,14 @@ class RobertaStaticVectors:
     def __call__(self, doc: Doc) -> Doc:
         """Return the doc, with the weighted vector hooks when ``doc_vector`` is ``weighted``.
 
-        Its tokens find their vectors through the vocabulary. Until this component has loaded
-        vectors there is no weighting, and the doc keeps spaCy's mean.
+        Its tokens find their vectors through the vocabulary. Otherwise (``mean``, or too few
+        vectors to weight) the doc's and its spans' ``vector`` is spaCy's mean, read by
+        :class:`~.hooks.MeanDocVectors`; until vectors load, spaCy's own.
         """
         if self.doc_vector == "weighted" and self.weighted is not None:
             self.weighted.install(doc)
+        elif self.attr is not None:
+            MeanDocVectors(self.attr).install(doc)
         return doc
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 1000) -> Iterable[Doc]:

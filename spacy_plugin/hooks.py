@@ -67,7 +67,7 @@ class WeightedDocVectors:
 
     def vector(self, unit: Unit) -> np.ndarray:
         """The weighted vector of a Doc, Span, Token or Lexeme (zeros when no word is weighted)."""
-        keys = self._keys(unit)
+        keys = unit_keys(unit, self.attr)
         place = np.searchsorted(self._sorted_keys, keys)
         place[place == len(self._sorted_keys)] = 0
         weighted = self._sorted_keys[place] == keys if len(self._sorted_keys) else place < 0
@@ -107,8 +107,38 @@ class WeightedDocVectors:
         weighting = DocWeighting(parts["mean"], parts["axes"], parts["weights"], offset)
         return cls(parts["keys"], weighting, parts["attr"])
 
-    def _keys(self, unit: Unit) -> np.ndarray:
-        """The lookup keys (``LOWER`` or ``ORTH``) of the unit's tokens, read in one call."""
-        if isinstance(unit, Token | Lexeme):
-            return np.array([getattr(unit, self.attr.lower())], dtype=np.uint64)
-        return unit.to_array([IDS[self.attr]]).reshape(-1).astype(np.uint64)
+
+class MeanDocVectors:
+    """spaCy's own ``doc.vector`` (``doc_vector = "mean"``), read in a few array operations.
+
+    The average spaCy computes, every token's vector over all the tokens (zeros for a token
+    without one), without making a Python object and a vector copy per token as spaCy does.
+
+    Args:
+        attr: ``LOWER`` or ``ORTH``: the token attribute the vectors table is keyed by.
+
+    """
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+
+    def install(self, doc: Doc) -> None:
+        """Set ``doc``'s hooks: its and its spans' ``vector``."""
+        for hooks in (doc.user_hooks, doc.user_span_hooks):
+            hooks["vector"] = self.vector
+
+    def vector(self, unit: Doc | Span) -> np.ndarray:
+        """The mean of the unit's token vectors, as spaCy averages them."""
+        keys = unit_keys(unit, self.attr)
+        table: Vectors = unit.vocab.vectors
+        if not len(keys):
+            return np.zeros(table.shape[1], dtype=np.float32)
+        rows = np.asarray(table.find(keys=keys))
+        return (table.data[rows[rows >= 0]].sum(axis=0) / len(keys)).astype(np.float32)
+
+
+def unit_keys(unit: Unit, attr: str) -> np.ndarray:
+    """The lookup keys (``LOWER`` or ``ORTH``) of the unit's tokens, read in one call."""
+    if isinstance(unit, Token | Lexeme):
+        return np.array([getattr(unit, attr.lower())], dtype=np.uint64)
+    return unit.to_array([IDS[attr]]).reshape(-1).astype(np.uint64)

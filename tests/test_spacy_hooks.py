@@ -89,10 +89,16 @@ def test_weighted_similarity_is_the_cosine_of_the_weighted_vectors(folder, expor
     assert first.similarity(nlp.vocab["kitten"]) == pytest.approx(cosine(kittens, kitten), abs=1e-5)
 
 
-def test_mean_leaves_spacys_doc_vectors(folder):
-    doc = pipeline(folder, "mean")("The Cat and a zebra, of Paris!")
-    assert not doc.user_hooks and not doc.user_span_hooks
-    np.testing.assert_allclose(doc.vector, sum(t.vector for t in doc) / len(doc), atol=1e-6)
+@pytest.mark.parametrize("text", ["The Cat and a zebra, of Paris!", "zebra !", ""])
+def test_mean_is_spacys_own_average(folder, text):
+    doc = pipeline(folder, "mean")(text)
+    hooked = [doc.vector, doc[1:].vector, doc[:0].vector]
+    doc.user_hooks.clear()
+    doc.user_span_hooks.clear()
+    spacys = [doc.vector, doc[1:].vector, doc[:0].vector]  # spaCy's own, without the hooks
+    for ours, theirs in zip(hooked, spacys, strict=True):
+        assert ours.dtype == np.float32
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
 
 
 def test_doc_vector_and_its_weighting_survive_to_disk_and_bytes(folder, tmp_path):
@@ -179,7 +185,7 @@ def test_vectors_too_few_for_the_weighting_load_with_spacys_average_and_a_warnin
         nlp.add_pipe("roberta_static", config={"vectors": str(folder), "remove_top_pcs": 9})
     assert nlp.vocab.vectors.shape[0] == 24
     doc = nlp(" ".join(WORDS[:2]))
-    assert "vector" not in doc.user_hooks
+    assert "similarity" not in doc.user_hooks  # no weighting: spaCy's cosine of the means
     np.testing.assert_allclose(doc.vector, (doc[0].vector + doc[1].vector) / 2, rtol=1e-5)
     with pytest.raises(ConfigError, match=r"^remove_top_pcs: doc_vector 'weighted' removes 9 "):
         DocWeighting.fit(StaticVectors.load(folder), 9, 1e-3)
