@@ -34,7 +34,7 @@ def _positive(value: float | None) -> float | None:
 # fmt: off
 def tune_command(
     vectors: Path = Arg(..., help="A vectors folder distill wrote with sentence targets (targets/)", show_default=False),
-    out: Path = Opt(..., "--out", "-o", help="Output folder for the tuned vectors (vectors.npy, vocab.tsv, weights.npy, offset.npy, meta.json)", show_default=False),
+    out: Path = Opt(..., "--out", "-o", help="Output folder for the tuned vectors (vectors.npy, vocab.tsv, weights.npy, meta.json; offset.npy with --head fold)", show_default=False),
     loss: Loss = Opt(_default("loss"), help="cosine: 1 - the cosine of the head's output and the teacher's sentence vector; mse: their mean squared difference"),
     learning_rate: float = Opt(_default("learning_rate"), "--learning-rate", callback=_positive, help="Adam's step size for the vectors, weights and head, > 0"),
     batch_size: int = Opt(_default("batch_size"), "--batch-size", min=MINIMUMS["batch_size"], help="Sentences per step"),

@@ -54,7 +54,8 @@ def info_command(
         typer.echo(f"{vectors}: {len(vecs):,} entries x {vecs.dim} dimensions")
         for section in (name for name in ("model", "config", "stats", "tune") if meta.get(name)):
             typer.echo(f"{section}:")
-            for name, value in rows(meta[section], DEFAULT if section == "config" else "not recorded"):
+            unset = DEFAULT if section in ("config", "tune") else "not recorded"  # options: unset
+            for name, value in rows(meta[section], unset):
                 typer.echo(f"  {name}: {value}")
         corpus = meta.get("corpus", [])
         for item in corpus[:CORPUS_FILES_LISTED]:

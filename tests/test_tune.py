@@ -304,6 +304,7 @@ def test_the_command_trains_reports_and_info_shows_how(with_targets, tmp_path):
     assert record["config"]["max_epochs"] == 3
     info = run("info", out)
     assert "tune:" in info.output and "held out loss" in info.output
+    assert "sif coefficient not set (default)" in info.output  # an option left unset
 
 
 # The learned weights in use.
@@ -318,6 +319,8 @@ def test_exports_hold_each_row_times_its_weight_plus_the_offset(with_targets, tm
     model2vec = StaticVectors.load(tmp_path / "model2vec")
     rows = [tuned.get_index(word) for word in model2vec.words]
     np.testing.assert_allclose(model2vec.vectors, expected[rows], rtol=1e-6)
+    card = (tmp_path / "model2vec" / "README.md").read_text(encoding="utf-8")
+    assert "| weighting | learned by `roberta-static tune`" in card and "then tuned" in card
     with pytest.raises(ConfigError, match="learned weights replace SIF weighting"):
         write_exports(tuned, tmp_path / "again", ["model2vec"], sif_coefficient=1e-3)
 

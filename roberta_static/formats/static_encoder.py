@@ -309,6 +309,10 @@ def model_card(vectors: VectorData, library: str, sif_coefficient: float | None)
     fingerprint = model.get("revision") or model.get("sha256") or "not recorded"
     corpus = ", ".join(f"{c['path']} ({c['bytes']:,} bytes)" for c in meta.get("corpus", []))
     weighting = f"SIF, a = {sif_coefficient}" if sif_coefficient is not None else "none"
+    made = "the mean of each entry's contextual vectors over a corpus"
+    if "tune" in meta:  # the rows hold each tuned vector times its learned weight, plus the offset
+        weighting = "learned by `roberta-static tune`, in the rows (weight x vector + offset)"
+        made += ", then tuned so that a text's mean predicts the model's sentence vector"
     front = {
         "library_name": library,
         "base_model": base,
@@ -319,8 +323,8 @@ def model_card(vectors: VectorData, library: str, sif_coefficient: float | None)
         f"# Static embeddings distilled from {base}",
         "",
         f"{len(vectors):,} words and phrases, {vectors.dim} dimensions, distilled by "
-        "roberta-static (the mean of each entry's contextual vectors over a corpus). A text's "
-        "embedding is the mean of its words' vectors; phrases are tokens spelled `new_york`.",
+        f"roberta-static ({made}). A text's embedding is the mean of its words' vectors; "
+        "phrases are tokens spelled `new_york`.",
         "",
         "```python",
         _LOADING[library].replace("PATH", json.dumps("path/to/this/folder")),
