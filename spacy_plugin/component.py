@@ -31,7 +31,7 @@ from thinc.api import Config
 from roberta_static.errors import ConfigError
 from roberta_static.vectors.docvectors import DocWeighting, too_few
 
-from .hooks import MeanDocVectors, WeightedDocVectors
+from .hooks import WeightedDocVectors, install_mean
 from .settings import (
     DEFAULT_DOC_VECTOR,
     DOC_VECTORS,
@@ -101,12 +101,12 @@ class RobertaStaticVectors:
 
         Its tokens find their vectors through the vocabulary. Otherwise (``mean``, or too few
         vectors to weight) the doc's and its spans' ``vector`` is spaCy's mean, read by
-        :class:`~.hooks.MeanDocVectors`; until vectors load, spaCy's own.
+        :func:`~.hooks.mean_vector`; until vectors load, spaCy's own.
         """
         if self.doc_vector == "weighted" and self.weighted is not None:
             self.weighted.install(doc)
         elif self.attr is not None:
-            MeanDocVectors(self.attr).install(doc)
+            install_mean(doc)
         return doc
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 1000) -> Iterable[Doc]:

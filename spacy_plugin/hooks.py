@@ -108,33 +108,25 @@ class WeightedDocVectors:
         return cls(parts["keys"], weighting, parts["attr"])
 
 
-class MeanDocVectors:
-    """spaCy's own ``doc.vector`` (``doc_vector = "mean"``), read in a few array operations.
+def install_mean(doc: Doc) -> None:
+    """Set ``doc``'s hooks for ``doc_vector = "mean"``: its and its spans' ``vector``."""
+    for hooks in (doc.user_hooks, doc.user_span_hooks):
+        hooks["vector"] = mean_vector
 
-    The average spaCy computes, every token's vector over all the tokens (zeros for a token
-    without one), without making a Python object and a vector copy per token as spaCy does.
 
-    Args:
-        attr: ``LOWER`` or ``ORTH``: the token attribute the vectors table is keyed by.
+def mean_vector(unit: Doc | Span) -> np.ndarray:
+    """The unit's average token vector as spaCy computes it, read in a few array operations.
 
+    Every token's vector over all the tokens (zeros for a token without one), keyed by the
+    table's attribute as spaCy keys them, without the Python object and vector copy per token
+    that spaCy's average makes.
     """
-
-    def __init__(self, attr: str) -> None:
-        self.attr = attr
-
-    def install(self, doc: Doc) -> None:
-        """Set ``doc``'s hooks: its and its spans' ``vector``."""
-        for hooks in (doc.user_hooks, doc.user_span_hooks):
-            hooks["vector"] = self.vector
-
-    def vector(self, unit: Doc | Span) -> np.ndarray:
-        """The mean of the unit's token vectors, as spaCy averages them."""
-        keys = unit_keys(unit, self.attr)
-        table: Vectors = unit.vocab.vectors
-        if not len(keys):
-            return np.zeros(table.shape[1], dtype=np.float32)
-        rows = np.asarray(table.find(keys=keys))
-        return (table.data[rows[rows >= 0]].sum(axis=0) / len(keys)).astype(np.float32)
+    table: Vectors = unit.vocab.vectors
+    keys = unit.to_array([table.attr]).reshape(-1).astype(np.uint64)
+    if not len(keys):
+        return np.zeros(table.shape[1], dtype=np.float32)
+    rows = np.asarray(table.find(keys=keys))
+    return (table.data[rows[rows >= 0]].sum(axis=0) / len(keys)).astype(np.float32)
 
 
 def unit_keys(unit: Unit, attr: str) -> np.ndarray:

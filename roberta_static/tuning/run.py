@@ -47,8 +47,8 @@ def tune(
 
     Args:
         vectors: A vectors folder ``distill`` wrote with sentence targets.
-        out: The new folder (``vectors.npy``, ``vocab.tsv``, ``weights.npy``, ``offset.npy``,
-            ``meta.json``).
+        out: The new folder (``vectors.npy``, ``vocab.tsv``, ``weights.npy``, ``meta.json``;
+            ``offset.npy`` with the head folded).
         config: The options (default: :class:`~.config.TuneConfig`'s).
         overwrite: Replace ``out`` if it is a vectors folder this package wrote.
         progress: Called after each training step.

@@ -111,8 +111,8 @@ class DocWeighting:
     def learned(cls, vectors: VectorData) -> DocWeighting:
         """The weighting of tuned vectors: their learned weights and offset, nothing removed.
 
-        ``tune`` learned the vectors and weights for this plain weighted mean (it started from
-        vectors with the top components already removed), so none are removed again.
+        ``tune`` learned the vectors, weights and offset for this plain weighted mean (any
+        components it removed were removed before training), so none are removed again.
         """
         if vectors.weights is None:
             raise ConfigError("the vectors carry no learned weights (tune makes them)")
