@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -252,6 +253,8 @@ def test_the_output_is_never_the_source_nor_a_foreign_folder(with_targets, tmp_p
         (["--held-out", "0.7"], "--held-out"),  # typer's wording varies by release
         (["--learning-rate", "0"], "--learning-rate"),
         (["--loss", "hinge"], "--loss"),
+        (["--head", "sideways"], "--head"),
+        (["--sif-coefficient", "0"], "--sif-coefficient"),
     ],
 )
 def test_bad_options_are_usage_errors(with_targets, tmp_path, args, message):
@@ -393,6 +396,30 @@ def test_damaged_weights_are_a_one_line_error(with_targets, tmp_path):
     np.save(tmp_path / "tuned" / "weights.npy", np.ones(3, np.float64))
     with pytest.raises(VectorsError, match="weights.npy: expected finite float32 weights"):
         StaticVectors.load(tmp_path / "tuned")
+
+
+class _Runs:
+    """Unpickling this creates ``ran``: a file only code run by ``pickle.load`` would make."""
+
+    def __init__(self, ran: Path) -> None:
+        self.ran = ran
+
+    def __reduce__(self):  # noqa: ANN204
+        return (Path.touch, (self.ran,))
+
+
+@pytest.mark.parametrize("name", ["weights.npy", "offset.npy", "vectors.npy"])
+@pytest.mark.parametrize("how", ["npy of objects", "bare pickle"])
+def test_a_pickle_planted_in_a_tuned_folder_is_never_unpickled(with_targets, tmp_path, name, how):
+    tune(with_targets, tmp_path / "tuned", TuneConfig(max_epochs=1))
+    planted, ran = tmp_path / "tuned" / name, tmp_path / "ran"
+    if how == "bare pickle":
+        planted.write_bytes(pickle.dumps(_Runs(ran)))
+    else:
+        np.save(planted, np.array([_Runs(ran)] * 3, dtype=object), allow_pickle=True)
+    with pytest.raises(VectorsError, match=f"{name}: "):
+        StaticVectors.load(tmp_path / "tuned")
+    assert not ran.exists()
 
 
 def test_a_damaged_offset_is_a_one_line_error(with_targets, tmp_path):
