@@ -69,8 +69,8 @@ class WeightedDocVectors:
         """The weighted vector of a Doc, Span, Token or Lexeme (zeros when no word is weighted)."""
         keys = unit_keys(unit, self.attr)
         place = np.searchsorted(self._sorted_keys, keys)
-        place[place == len(self._sorted_keys)] = 0
-        weighted = self._sorted_keys[place] == keys if len(self._sorted_keys) else place < 0
+        weighted = place < len(self._sorted_keys)
+        weighted[weighted] = self._sorted_keys[place[weighted]] == keys[weighted]
         keys, weights = keys[weighted], self._sorted_weights[place[weighted]]
         table: Vectors = unit.vocab.vectors
         rows = np.asarray(table.find(keys=keys))
