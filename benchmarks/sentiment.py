@@ -39,7 +39,6 @@ Usage: python benchmarks/sentiment.py --data DIR --work DIR [--model PATH] [--fi
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import platform
 import sys
@@ -53,6 +52,7 @@ from pathlib import Path
 import numpy as np
 from doc_similarity import (
     SpacyDocs,
+    digest,
     model2vec_embed,
     saved,
     st_embed,
@@ -217,11 +217,6 @@ def teacher_rows(texts: list[str], model: str, folder: Path, args: argparse.Name
             Row("model2vec + tokenlearn, MiniLM teacher (snippets)", model2vec_embed(trained))
         )
     return rows
-
-
-def digest(*parts: object) -> str:
-    """A short key of a cached result's inputs."""
-    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:12]
 
 
 def cached(folder: Path, make: Callable[[], StaticVectors]) -> StaticVectors:
