@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from ..config import DistillConfig
 from ..model.batches import Batch
 from ..model.encoder import Encoder
@@ -104,13 +102,15 @@ class EncoderThreads:
     def snapshot(self) -> Sums:
         """Sums, counts and counters, merged in a fixed order (encoder by encoder)."""
         self._raise_failure()
-        with self.lock:
-            states = [accumulator.state() for accumulator in self.accumulators]
+        with self.lock:  # the threads add under it: sums and tickets are of the same batches
+            (sums, counts), *others = (accumulator.state() for accumulator in self.accumulators)
+            sums, counts = sums.copy(), counts.copy()  # a CPU accumulator's state is its own
+            for more_sums, more_counts in others:  # no stacked copy of every encoder's sums
+                sums += more_sums
+                counts += more_counts
             done, self.done = self.done, []
             stats = RunStats.merged(self.stats)
             targets = _merged([self.resumed_targets, *self.targets])
-        sums = np.sum([sums for sums, _ in states], axis=0)
-        counts = np.sum([counts for _, counts in states], axis=0)
         return Sums(sums, counts, stats, done, targets)
 
     def tokens(self) -> int:
