@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -250,7 +251,7 @@ def _run(
     return vectors
 
 
-def _corpus_files(paths: list[Path]) -> list[Path]:
+def _corpus_files(paths: list[Path]) -> Sequence[Path]:
     """The files to read; what the corpus folders hold that is not read is said on stderr."""
     listing = find_corpus_files(paths)
     ours = [str(path) for path, why in listing.skipped.items() if why == OWN_OUTPUT]
@@ -272,7 +273,7 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
 
     saved = load_checkpoint(folder)
     config = make_config(**{**saved.config, **typed})
-    paths = corpus or [Path(path) for path in saved.files]
+    paths = corpus or list(saved.files)
     files = _corpus_files(paths)
     entries = Vocabulary.from_file(vocab, config.case) if vocab is not None else None
     check_resume(saved, config, files, entries and entries.entries, f"the vocabulary {vocab}")
@@ -280,7 +281,7 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     renamed = [
         f"{now} (was {before})"
         for now, before in zip(files, saved.files, strict=False)
-        if str(now.resolve()) != before
+        if now.resolve() != before
     ]
     if renamed:
         # Same content under other names: the run goes on over them and the checkpoint follows.

@@ -7,6 +7,7 @@ import gzip
 import json
 import lzma
 import os
+import pickle
 import re
 import tempfile
 import unicodedata
@@ -22,7 +23,7 @@ from roberta_static.errors import CorpusError
 from roberta_static.outputs import CSV_FILE, FINETUNE_FILE, PIPELINE_MARK
 from roberta_static.quality.sweep import write_csv
 from roberta_static.text.corpus import Corpus, TextCorpus, check_readable, decode
-from roberta_static.text.files import OWN_OUTPUT
+from roberta_static.text.files import OWN_OUTPUT, FileList
 from roberta_static.vectors.static import StaticVectors
 
 corpus_module = "roberta_static.text.corpus"
@@ -44,6 +45,40 @@ def test_folder_is_read_recursively_and_sorted(tmp_path):
     (tmp_path / "a.txt").write_text("first")
     (tmp_path / ".hidden").write_text("never")
     assert list(Corpus([tmp_path])) == ["first", "second"]
+
+
+def test_a_folder_lists_its_files_in_path_order_as_it_walks(tmp_path):
+    # As strings "a-c" < "a/b" < "a.txt", as paths a/b < a-c < a.txt: the walk sorts each folder
+    # and goes into a subfolder where its name falls, never sorting the whole list at the end.
+    names = ["a/b", "a/z/y", "a-c", "a.txt", "B", "b", "é", "e", "a/b2/x", "ab/c"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"{name}\n")
+    corpus = Corpus([tmp_path])
+    assert list(corpus.files) == sorted(tmp_path / name for name in names)
+    assert list(corpus) == [str(path.relative_to(tmp_path)) for path in sorted(corpus.files)]
+
+
+def test_a_file_list_holds_paths_compactly_and_acts_as_a_sequence(tmp_path):
+    paths = [f"folder/{number:07}.txt" for number in range(1_000)]
+    files = FileList(paths)
+    assert (len(files), files[0], files[-1]) == (1_000, Path(paths[0]), Path(paths[-1]))
+    assert list(files[10:13]) == [Path(path) for path in paths[10:13]]
+    assert pickle.loads(pickle.dumps(files)) == files
+    # A list of Path objects pickles at about three times the names' bytes.
+    assert len(pickle.dumps(files)) < sum(map(len, paths)) + 9 * len(paths)
+    with pytest.raises(IndexError):
+        files[1_000]
+
+
+def test_resolved_files_are_what_path_resolve_gives(tmp_path, monkeypatch):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.txt").write_text("a\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real" / "a.txt")
+    (tmp_path / "folder").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path / "real")
+    names = ["a.txt", "./a.txt", "../link.txt", "../folder/a.txt", "../real/../folder/a.txt"]
+    assert list(FileList(names).resolved()) == [Path(name).resolve() for name in names]
 
 
 def test_jsonl_field(tmp_path):

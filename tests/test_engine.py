@@ -6,6 +6,7 @@ vectors whichever engine, stopped or not) are in test_pipeline, test_checkpoint,
 from __future__ import annotations
 
 import threading
+from array import array
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -16,6 +17,7 @@ from conftest import CORPUS_LINES
 from roberta_static.config import DistillConfig
 from roberta_static.engine.base import Job
 from roberta_static.engine.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from roberta_static.engine.encoders import EncoderThreads
 from roberta_static.engine.messages import Chunk, CountShard, EncodeShard
 from roberta_static.engine.quotas import EntryCounts, QuotaPlan
 from roberta_static.engine.schedule import fresh_state
@@ -34,7 +36,8 @@ from roberta_static.model.pooling import (
     occurrence_vectors,
     pool_occurrences,
 )
-from roberta_static.text.corpus import Corpus, Position
+from roberta_static.text.corpus import Corpus, CorpusIdentity, Position
+from roberta_static.text.files import FileList
 from roberta_static.text.segment import load_segmenter
 from roberta_static.text.shards import Shard, plan_shards
 from roberta_static.text.vocab import Vocabulary
@@ -169,6 +172,35 @@ def test_a_pass_over_many_shards_is_the_pass_over_the_whole_corpus(job, max_cont
         assert merged_stats[key] == whole_stats[key], key
 
 
+def test_a_snapshot_of_the_encoders_sums_is_taken_under_their_lock(job):
+    # The encoder threads add to their sums under the lock; a snapshot that read them after it
+    # could hold part of a batch whose ticket it does not, and a resume would sum it twice.
+    pool = EncoderThreads([job.encoder, job.encoder], len(job.vocab), job.dim, job.config)
+
+    class BatchSummedOnRelease:
+        """The lock, with a thread summing a batch the moment the snapshot lets it go."""
+
+        def __enter__(self) -> None:
+            lock.acquire()
+
+        def __exit__(self, *_: object) -> None:
+            lock.release()
+            for accumulator in pool.accumulators:
+                accumulator.sums += 100
+                accumulator.counts += 100
+
+    lock, pool.lock = pool.lock, BatchSummedOnRelease()
+    try:
+        for number, accumulator in enumerate(pool.accumulators, start=1):
+            accumulator.sums += number
+            accumulator.counts += number
+        snapshot = pool.snapshot()
+        assert (snapshot.sums == 3).all() and (snapshot.counts == 3).all()
+    finally:
+        pool.lock = lock
+        pool.close()
+
+
 # --- the producer --------------------------------------------------------------------------
 
 
@@ -248,9 +280,9 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
         seen=np.array([0, 1]),
         quotas=quotas,
     )
-    written = Checkpoint(
-        {"model": "m"}, ["/a.txt"], [{"path": "/a.txt"}], ["x", "y", "z"], {"counted": 0}, state
-    )
+    files = FileList(["/a.txt", "/b/ünï\udcff.txt", "/c.txt"])  # an undecodable name too
+    identity = CorpusIdentity(files[:2], array("q", [12, 3]), bytes(range(64)), reading=True)
+    written = Checkpoint({"model": "m"}, files, identity, ["x", "y", "z"], {"counted": 0}, state)
     save_checkpoint(tmp_path, written)
     read = load_checkpoint(str(tmp_path))  # a path as a string too
     assert (read.config, read.files, read.corpus, read.entries, read.vocabulary) == (
@@ -282,17 +314,26 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
                 np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
 
 
-@pytest.mark.parametrize("name", ["sums.npy", "taken.npz"])
+@pytest.mark.parametrize("name", ["sums.npy", "taken.npz", "corpus.npz"])
 def test_a_pickled_array_in_a_checkpoint_is_never_unpickled(tmp_path, name):
     state = PassState.of_sums(np.ones((1, 2)), np.array([1]), RunStats(), shards=[_shard(0)])
-    target = save_checkpoint(tmp_path, Checkpoint({}, ["/a.txt"], [], ["x"], {}, state))
+    target = save_checkpoint(tmp_path, _one_file_checkpoint({}, ["x"], state))
     planted = np.array([object()] * 2)
     if name.endswith(".npz"):
-        np.savez(target / name, entries=planted, counts=planted, allow_pickle=True)
+        with np.load(target / name) as saved:
+            names = list(saved)
+        np.savez(target / name, **dict.fromkeys(names, planted), allow_pickle=True)
     else:
         np.save(target / name, planted, allow_pickle=True)
     with pytest.raises(ConfigError, match="unreadable checkpoint .*allow_pickle=False"):
         load_checkpoint(tmp_path)
+
+
+def _one_file_checkpoint(config: dict, entries: list[str], state: PassState) -> Checkpoint:
+    """A checkpoint of ``state`` over one corpus file, read to its end."""
+    files = FileList(["/a.txt"])
+    identity = CorpusIdentity(files, array("q", [5]), bytes(32))
+    return Checkpoint(config, files, identity, entries, {}, state)
 
 
 def _checkpoint_sizes(folder, shards: int, entries: int) -> dict[str, int]:
@@ -307,8 +348,7 @@ def _checkpoint_sizes(folder, shards: int, entries: int) -> dict[str, int]:
         quotas=quotas,
     )  # fmt: skip
     words = [f"w{number}" for number in range(entries)]
-    checkpoint = Checkpoint({"model": "m"}, ["/a.txt"], [{"path": "/a.txt"}], words, {}, state)
-    target = save_checkpoint(folder, checkpoint)
+    target = save_checkpoint(folder, _one_file_checkpoint({"model": "m"}, words, state))
     return {path.name: path.stat().st_size for path in target.iterdir()}
 
 

@@ -216,13 +216,13 @@ def test_bad_input_found_mid_run_leaves_nothing(mlm_dir: Path, tmp_path: Path, e
 
 
 def test_resume_refuses_another_corpus_and_new_options(mlm_dir: Path, corpus: Path, tmp_path: Path):
-    from roberta_static.text.corpus import Position, corpus_identity
+    from roberta_static.text.corpus import CorpusIdentity, Position
 
     out = tmp_path / "out"
     (out / ".finetune").mkdir(parents=True)
     record = {
         "config": FinetuneConfig(str(mlm_dir), max_steps=5, **FAST).to_dict(),
-        "corpus": corpus_identity([corpus], Position(1, 0, 1, 0)),
+        "corpus": CorpusIdentity.of([corpus], Position(1, 0, 1, 0)).records(),
     }
     (out / ".finetune" / FINETUNE_FILE).write_text(json.dumps(record))
     other = tmp_path / "other.txt"

@@ -9,12 +9,12 @@ place, so a crash while writing keeps the previous checkpoint. Everything is num
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
 import tempfile
 import time
+from array import array
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, NoReturn
@@ -27,14 +27,15 @@ from ..errors import ConfigError, Interrupted
 from ..formats.native import CHECKPOINT_DIR, META_FILE
 from ..model.batches import pack_inputs, unpack_inputs
 from ..stopping import Checkpointing, StopNow
-from ..text.corpus import Corpus, Position, corpus_identity
+from ..text.corpus import Corpus, CorpusIdentity, Position
+from ..text.files import FileList
 from ..text.shards import Shard
 from ..vectors.target_files import has_targets, read_targets, write_targets
 from .quotas import EntryCounts, QuotaPlan
 from .state import PassState, ShardState
 from .stats import RunStats
 
-FORMAT = 5
+FORMAT = 6
 _SUMS = ("rows", "sums", "counts", "seen")
 _QUOTAS = ("reached_in", "last_quota", "before")
 
@@ -46,7 +47,7 @@ class Checkpoint:
     Attributes:
         config: The run's options (``DistillConfig.to_dict``).
         files: The corpus files' absolute paths, so a run resumes from any folder.
-        corpus: The identity of the part already read (see :func:`corpus_identity`).
+        corpus: The identity of the part already read.
         entries: The vocabulary.
         vocabulary: How the vocabulary was built (``vocabulary_stats``).
         state: The pass's state.
@@ -55,8 +56,8 @@ class Checkpoint:
     """
 
     config: dict[str, Any]
-    files: list[str]
-    corpus: list[dict[str, Any]]
+    files: FileList
+    corpus: CorpusIdentity
     entries: list[str]
     vocabulary: dict[str, int]
     state: PassState
@@ -122,11 +123,32 @@ def _write(staging: Path, checkpoint: Checkpoint) -> None:
     (staging / "entries.txt").write_text(
         "".join(f"{e}\n" for e in checkpoint.entries), encoding="utf-8"
     )
-    # A corpus of many files names each with its digest: compressed, it takes a few MB.
-    corpus = {"files": checkpoint.files, "identity": checkpoint.corpus}
-    with gzip.open(staging / "corpus.json.gz", "wt", encoding="utf-8") as handle:
-        json.dump(corpus, handle)
+    identity = checkpoint.corpus
+    np.savez_compressed(
+        staging / "corpus.npz",
+        files=_joined(checkpoint.files),
+        sizes=np.array(identity.sizes, dtype=np.int64),
+        digests=np.frombuffer(identity.digests, dtype=np.uint8),
+        reading=np.array(identity.reading),
+    )
     (staging / "state.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+
+
+def _joined(files: FileList) -> np.ndarray:
+    """File paths as the bytes of their names, each ended by a NUL (which no path holds)."""
+    names = "".join(f"{path}\0" for path in files)
+    return np.frombuffer(names.encode("utf-8", "surrogateescape"), dtype=np.uint8)
+
+
+def _read_corpus(target: Path) -> tuple[FileList, CorpusIdentity]:
+    """A checkpoint's corpus files and the identity of the part read."""
+    with np.load(target / "corpus.npz", allow_pickle=False) as arrays:
+        names = arrays["files"].tobytes().decode("utf-8", "surrogateescape").split("\0")[:-1]
+        sizes, digests = arrays["sizes"], arrays["digests"].tobytes()
+        reading = bool(arrays["reading"])
+    files = FileList(names)
+    identity = CorpusIdentity(files[: len(sizes)], array("q", sizes.tolist()), digests, reading)
+    return files, identity
 
 
 def _shard_record(shard: ShardState) -> dict[str, Any]:
@@ -170,8 +192,7 @@ def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
             state = _read_state(target, record)
             if has_targets(target):
                 state.targets = read_targets(target, entries)
-            with gzip.open(target / "corpus.json.gz", "rt", encoding="utf-8") as handle:
-                corpus = json.load(handle)
+            files, identity = _read_corpus(target)
     except (OSError, ValueError, KeyError, TypeError, EOFError) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
     if written != FORMAT:
@@ -182,8 +203,8 @@ def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
         )
     return Checkpoint(
         record["config"],
-        corpus["files"],
-        corpus["identity"],
+        files,
+        identity,
         entries,
         record["vocabulary"],
         state,
@@ -256,17 +277,10 @@ def differences(checkpoint: Checkpoint, config: DistillConfig, files: list[Path]
         before = saved.get(key, defaults[key])  # an option newer than the checkpoint: its default
         if before != value:
             found.append(f"{key} was {before!r}, now {value!r}")
-    if len(files) < len(checkpoint.corpus):
+    if len(files) < len(checkpoint.corpus.sizes):
         return [*found, "the corpus files differ"]
-    now = corpus_identity(files, checkpoint.state.read_up_to(len(checkpoint.files)))
-    for new, old in zip(now, checkpoint.corpus, strict=True):
-        if {**new, "path": ""} == {**old, "path": ""}:
-            continue
-        if new["path"] != old["path"]:
-            found.append(f"the corpus files differ ({new['path']} is not {old['path']})")
-        else:
-            found.append(f"{new['path']} changed since the checkpoint (in the part already read)")
-    return found
+    now = CorpusIdentity.of(files, checkpoint.state.read_up_to(len(checkpoint.files)))
+    return [*found, *now.differences(checkpoint.corpus)]
 
 
 class Saver:
@@ -295,6 +309,9 @@ class Saver:
         self.entries, self.vocabulary = entries, vocabulary
         self.seconds_before = seconds_before
         self.started = self.last_saved = time.monotonic()
+        # Resolved and digested once: a folder of many files is checkpointed again and again.
+        self.absolute: FileList | None = None
+        self.identity: CorpusIdentity | None = None
 
     @property
     def stop(self) -> Any:
@@ -317,10 +334,15 @@ class Saver:
             return
         state.stats.seconds = self.seconds_before + time.monotonic() - self.started
         files = self.corpus.files
+        if self.absolute is None:
+            self.absolute = files.resolved()
+        self.identity = CorpusIdentity.of(
+            files, state.read_up_to(len(files)), self.absolute, self.identity
+        )
         checkpoint = Checkpoint(
             config=self.config.to_dict(),
-            files=[str(path.resolve()) for path in files],
-            corpus=corpus_identity(files, state.read_up_to(len(files))),
+            files=self.absolute,
+            corpus=self.identity,
             entries=self.entries,
             vocabulary=self.vocabulary,
             state=state,

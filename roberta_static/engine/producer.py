@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from ..config import DistillConfig
 from ..model.batches import EncodeStats, TargetSentence
 from ..model.subwords import SubwordEncoder
 from ..text.corpus import Corpus, Position, TextCorpus
+from ..text.files import FileList
 from ..text.segment import load_segmenter, segment
 from ..text.shards import Shard
 from ..text.vocab import MatchedSentence, VocabMatcher, Vocabulary
@@ -129,8 +131,8 @@ class Producer:
 class ProducerSetup:
     """What another process needs to build the same producer (sent once, picklable)."""
 
-    files: list[str]
-    sizes: list[int]
+    files: FileList
+    sizes: array[int]
     entries: list[str]
     tokenizer_json: str
     max_length: int
@@ -144,7 +146,7 @@ class ProducerSetup:
     ) -> ProducerSetup:
         """The setup of producers feeding ``encoder`` (same tokenizer, input limit and budget)."""
         return cls(
-            files=[str(path) for path in corpus.files],
+            files=corpus.files,
             sizes=corpus.sizes,
             entries=list(vocab.entries),
             tokenizer_json=encoder.subwords.backend_json(),

@@ -20,7 +20,7 @@ from ..atomic import atomic_directory, check_not_source, check_output_dir, follo
 from ..errors import ConfigError, CorpusError, short_list
 from ..outputs import FINETUNE_FILE, RUN_DIR, finetune_run_entries
 from ..progress import FinetuneProgress
-from ..text.corpus import Corpus, Position, corpus_identity
+from ..text.corpus import Corpus, CorpusIdentity, Position
 from .config import FinetuneConfig
 
 
@@ -59,7 +59,7 @@ def finetune(
     run_dir = out / RUN_DIR
     _check_output(out, config, overwrite, resume)
     texts = Corpus([corpus] if isinstance(corpus, (str, Path)) else corpus, config.text_field)
-    identity = corpus_identity(texts.files, Position(len(texts.files), 0, 1, 0))
+    identity = CorpusIdentity.of(texts.files, Position(len(texts.files), 0, 1, 0)).records()
     checkpoint = _resume_point(out, identity) if resume else None
     if next(iter(texts), None) is None:
         raise CorpusError(f"{texts}: holds no text to train on")

@@ -14,6 +14,7 @@ import lzma
 import os
 import unicodedata
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import IO, Any
 
 from ..errors import CorpusError, short_list
 from .compressed import is_whole
-from .files import find_corpus_files
+from .files import FileList, find_corpus_files
 
 _SAMPLE_BYTES = 65_536  # the part of a file read ahead of a resume (identity)
 
@@ -77,7 +78,7 @@ def is_compressed(path: Path) -> bool:
     return path.suffix in _DECOMPRESSORS
 
 
-def check_readable(files: Iterable[Path]) -> None:
+def check_readable(files: Sequence[Path]) -> None:
     """Check corpus files before a run: damaged or cut-short files, or no text, fail at once.
 
     A compressed file's first block and end are read. A plain file's first block is read until
@@ -91,7 +92,6 @@ def check_readable(files: Iterable[Path]) -> None:
             binary (NUL bytes in its first block: a run skips it).
 
     """
-    files = list(files)
     found: dict[Path, str] = {}
     text = False
     for path in files:
@@ -149,7 +149,7 @@ def _checked_first_block(path: Path, size: int, mtime_ns: int) -> str:
     return "binary" if binary else "empty" if empty else "text"
 
 
-def corpus_name(files: list[Path]) -> str:
+def corpus_name(files: Sequence[Path]) -> str:
     """How messages name a corpus: its file, or how many files it has."""
     return str(files[0]) if len(files) == 1 else f"{len(files)} corpus files"
 
@@ -211,11 +211,12 @@ class Corpus:
             listing = find_corpus_files(paths)
             self.files, sizes, self.skipped = listing.files, listing.sizes, listing.skipped
         else:
-            self.files, self.skipped = [Path(path) for path in paths], {}
+            self.files = paths if isinstance(paths, FileList) else FileList(paths)
+            self.skipped = {}
         self.text_field = text_field
         # Where each file starts in the corpus's bytes (and where the last one ends), from one
         # listing: progress, shards and positions never measure the files again.
-        self.starts = [0, *itertools.accumulate(sizes)]
+        self.starts = array("q", itertools.accumulate(sizes, initial=0))
         self.total_bytes = self.starts[-1]
         self.bytes_read = 0
         self.bad_bytes = 0
@@ -229,9 +230,9 @@ class Corpus:
         return corpus_name(self.files)
 
     @property
-    def sizes(self) -> list[int]:
+    def sizes(self) -> array[int]:
         """Each file's size in bytes, as listed."""
-        return [end - start for start, end in itertools.pairwise(self.starts)]
+        return array("q", (end - start for start, end in itertools.pairwise(self.starts)))
 
     def describe(self) -> list[dict[str, Any]]:
         """Path and size of each file, for ``meta.json``."""
@@ -474,35 +475,107 @@ def split_long(text: str, limit: int = MAX_UNIT_CHARS) -> Iterator[str]:
     yield text
 
 
-def corpus_identity(files: list[Path], position: Position) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class CorpusIdentity:
     """What a resume needs unchanged: the files read so far, by absolute path and content.
 
-    A file before ``position`` is known by its size and a digest of its first and last 64 kB; the
-    file being read by a digest of the bytes before ``position`` (so a bad line after it can be
-    fixed); a compressed one being read by its whole identity. Later files may change.
+    A file before the position is known by its size and a SHA-256 of its first and last 64 kB;
+    the file being read (the last, when ``reading``) by the bytes before the position and their
+    digest, so a bad line after it can be fixed; a compressed one being read by its whole
+    identity. Later files may change. Held as arrays rather than a record per file: a folder of
+    many documents is checkpointed again and again.
+
+    Attributes:
+        paths: Each file's absolute path.
+        sizes: Each file's size in bytes (the file being read: the bytes before the position).
+        digests: Each file's digest, 32 bytes each.
+        reading: Whether the last file is being read (a plain file, known up to the position).
+
     """
-    identities = []
-    for index, path in enumerate(files[: position.file + 1]):
-        stat = path.stat()
-        identity: dict[str, Any] = {"path": str(path.resolve())}
-        if index < position.file or is_compressed(path):
-            identity["bytes"] = stat.st_size
-            identity["sha256"] = _sampled_digest(path, stat.st_size, stat.st_mtime_ns)
-        else:
-            identity["bytes_read"] = position.offset
-            identity["read_sha256"] = _sampled_digest(path, position.offset, stat.st_mtime_ns)
-        identities.append(identity)
-    return identities
+
+    paths: FileList
+    sizes: array[int]
+    digests: bytes
+    reading: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        files: Sequence[Path],
+        position: Position,
+        absolute: FileList | None = None,
+        known: CorpusIdentity | None = None,
+    ) -> CorpusIdentity:
+        """The identity of ``files`` up to ``position``.
+
+        ``absolute``: the files' absolute paths, if already resolved. ``known``: an identity of
+        the same files taken earlier in the run; the whole files it knows are not read again.
+        """
+        count = min(position.file + 1, len(files))
+        reading = position.file < len(files) and not is_compressed(files[position.file])
+        reused = 0 if known is None else min(len(known.sizes) - known.reading, count - reading)
+        sizes = array("q", known.sizes[:reused] if known is not None else ())
+        digests = bytearray(known.digests[: reused * _DIGEST_BYTES] if known is not None else b"")
+        for index in range(reused, count):
+            path = files[index]
+            with _read_errors(path):
+                end = position.offset if reading and index == count - 1 else path.stat().st_size
+                digests += _sampled_digest(path, end)
+            sizes.append(end)
+        if absolute is None:
+            absolute = FileList(str(path.resolve()) for path in files[:count])
+        return cls(absolute[:count], sizes, bytes(digests), reading)
+
+    def differences(self, before: CorpusIdentity) -> list[str]:
+        """How the files differ from ``before``, taken at the same position: a phrase per kind.
+
+        A file renamed with its content unchanged is no difference.
+        """
+        count = min(len(self.sizes), len(before.sizes))
+        changed = [
+            index
+            for index in range(count)
+            if self.sizes[index] != before.sizes[index]
+            or self._digest(index) != before._digest(index)
+        ]
+        moved = {index for index in changed if self.paths[index] != before.paths[index]}
+        found = []
+        if moved:
+            first = min(moved)
+            found.append(
+                f"the corpus files differ ({self.paths[first]} is not {before.paths[first]})"
+            )
+        edited = [str(self.paths[index]) for index in changed if index not in moved]
+        if edited:
+            found.append(
+                f"{short_list(edited, 3)} changed since the checkpoint (in the part already read)"
+            )
+        return found
+
+    def records(self) -> list[dict[str, Any]]:
+        """The identity as JSON records, one per file."""
+        records = []
+        for index, path in enumerate(self.paths):
+            partial = self.reading and index == len(self.paths) - 1
+            size, digest = ("bytes_read", "read_sha256") if partial else ("bytes", "sha256")
+            records.append(
+                {"path": str(path), size: self.sizes[index], digest: self._digest(index).hex()}
+            )
+        return records
+
+    def _digest(self, index: int) -> bytes:
+        return self.digests[index * _DIGEST_BYTES : (index + 1) * _DIGEST_BYTES]
 
 
-# Every file's digest is kept for the run: a corpus of many files is checkpointed again and again.
-@functools.cache
-def _sampled_digest(path: Path, end: int, mtime_ns: int) -> str:
-    """SHA-256 of the first and last 64 kB of ``path[:end]`` (``mtime_ns`` keys the cache)."""
+_DIGEST_BYTES = 32
+
+
+def _sampled_digest(path: Path, end: int) -> bytes:
+    """SHA-256 of the first and last 64 kB of ``path[:end]``."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         digest.update(handle.read(min(_SAMPLE_BYTES, end)))
         tail = max(_SAMPLE_BYTES, end - _SAMPLE_BYTES)
         handle.seek(tail)
         digest.update(handle.read(max(0, end - tail)))
-    return digest.hexdigest()
+    return digest.digest()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import stat
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import overload
 
 from ..errors import CorpusError, short_list
 from ..outputs import written_by_roberta_static
@@ -18,12 +22,80 @@ _READ_AGAIN = (
 )
 
 
+class FileList(Sequence[Path]):
+    """File paths held as one string and the offsets where each ends.
+
+    A ``Path`` object takes several hundred bytes and a list of them is pickled path by path; a
+    corpus folder may hold millions of files, and every worker process holds the list. Here a
+    file costs its name's characters and eight bytes, and items are made as they are read.
+
+    Example:
+        >>> files = FileList(["a.txt", "docs/b.txt"])
+        >>> len(files), files[1]
+        (2, PosixPath('docs/b.txt'))
+
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]] = ()) -> None:
+        names = [os.fspath(path) for path in paths]
+        self._joined = "".join(names)
+        self._ends = array("q", itertools.accumulate(map(len, names)))
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, index: int) -> Path: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> FileList: ...
+
+    def __getitem__(self, index: int | slice) -> Path | FileList:
+        if isinstance(index, slice):
+            return FileList(self._names(range(len(self))[index]))
+        number = range(len(self))[index]  # negative indices, and IndexError past the end
+        return Path(self._name(number))
+
+    def __iter__(self) -> Iterator[Path]:
+        return map(Path, self._names(range(len(self))))
+
+    def resolved(self) -> FileList:
+        """The files' absolute paths, links resolved (as ``Path.resolve``).
+
+        Each folder is resolved once, not once for each file in it.
+        """
+        folder = functools.lru_cache(maxsize=1024)(os.path.realpath)
+
+        def resolve(name: str) -> str:
+            head, tail = os.path.split(name)
+            if tail in ("", ".", "..") or os.path.islink(name):
+                return os.path.realpath(name)
+            return os.path.join(folder(head or "."), tail)
+
+        return FileList(map(resolve, self._names(range(len(self)))))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileList):
+            return NotImplemented
+        return (self._joined, self._ends) == (other._joined, other._ends)
+
+    def __repr__(self) -> str:
+        return f"FileList({len(self)} files)"
+
+    def _names(self, numbers: range) -> Iterator[str]:
+        return map(self._name, numbers)
+
+    def _name(self, number: int) -> str:
+        start = self._ends[number - 1] if number else 0
+        return self._joined[start : self._ends[number]]
+
+
 @dataclass(frozen=True)
 class CorpusFiles:
     """The files that corpus paths name, and what their folders hold that is not read.
 
     Attributes:
-        files: Each file named, and each file in a folder named (recursively, sorted).
+        files: Each file named, and each file in a folder named (recursively, in path order).
         sizes: Each file's size in bytes when listed (one ``stat`` per file: a corpus of many
             files is never measured again).
         skipped: Each entry of those folders left unread, with why: a folder roberta-static
@@ -33,8 +105,8 @@ class CorpusFiles:
 
     """
 
-    files: list[Path]
-    sizes: list[int]
+    files: FileList
+    sizes: array[int]
     skipped: dict[Path, str] = field(default_factory=dict)
 
 
@@ -49,21 +121,26 @@ def find_corpus_files(paths: Iterable[str | os.PathLike]) -> CorpusFiles:
             folder holds no file to read; no path is given.
 
     """
-    files: list[tuple[Path, int]] = []
+    names: list[str] = []
+    sizes = array("q")
     skipped: dict[Path, str] = {}
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found, left = _corpus_folder(path)
-            files.extend(found)
-            skipped.update(left)
+            found = len(names)
+            for name, size in _corpus_folder(path, skipped):
+                names.append(name)
+                sizes.append(size)
+            if len(names) == found:
+                raise _empty_folder(path, skipped)
         elif (size := _file_size(path)) is not None:
-            files.append((path, size))
+            names.append(str(path))
+            sizes.append(size)
         else:
             raise _not_a_corpus(path)
-    if not files:
+    if not names:
         raise CorpusError("no corpus path given")
-    return CorpusFiles([path for path, _ in files], [size for _, size in files], skipped)
+    return CorpusFiles(FileList(names), sizes, dict(sorted(skipped.items())))
 
 
 def _file_size(path: Path) -> int | None:
@@ -75,21 +152,29 @@ def _file_size(path: Path) -> int | None:
     return status.st_size if stat.S_ISREG(status.st_mode) else None
 
 
-def _corpus_folder(folder: Path) -> tuple[list[tuple[Path, int]], dict[Path, str]]:
-    """The files a folder named as corpus holds, and what it leaves unread.
+def _corpus_folder(folder: Path, skipped: dict[Path, str]) -> Iterator[tuple[str, int]]:
+    """The files a folder named as corpus holds, with their sizes.
+
+    What the folder leaves unread is added to ``skipped``.
 
     Raises:
-        CorpusError: The folder is an output of roberta-static, or holds no file to read.
+        CorpusError: The folder is an output of roberta-static.
 
     """
     if written_by_roberta_static(folder):
         raise CorpusError(f"{folder}: is {OWN_OUTPUT}, not a corpus; name its text files")
-    found, left = _folder_files(folder)
-    if not found:
-        held = [f"{p} ({why})" for p, why in left.items()]
-        unread = f" to read (not read: {short_list(held, 3)})" if held else ""
-        raise CorpusError(f"{folder}: folder holds no files{unread}")
-    return found, left
+    return _folder_files(str(folder), skipped)
+
+
+def _empty_folder(folder: Path, skipped: dict[Path, str]) -> CorpusError:
+    """The error for a corpus folder that holds no file to read."""
+    held = [
+        f"{path} ({why})"
+        for path, why in sorted(skipped.items())
+        if path == folder or folder in path.parents
+    ]
+    unread = f" to read (not read: {short_list(held, 3)})" if held else ""
+    return CorpusError(f"{folder}: folder holds no files{unread}")
 
 
 def _not_a_corpus(path: Path) -> CorpusError:
@@ -103,35 +188,41 @@ def _not_a_corpus(path: Path) -> CorpusError:
     return CorpusError(f"{path}: no such file or folder")
 
 
-def _folder_files(folder: Path) -> tuple[list[tuple[Path, int]], dict[Path, str]]:
-    """The files under ``folder`` with their sizes, sorted, and the entries not read, with why."""
-    found: list[tuple[Path, int]] = []
-    skipped: dict[Path, str] = {}
+def _folder_files(folder: str, skipped: dict[Path, str]) -> Iterator[tuple[str, int]]:
+    """The files under ``folder`` with their sizes, as they are found, in path order.
 
-    def unreadable(error: OSError) -> None:
-        skipped[Path(error.filename)] = f"an unreadable folder ({error.strerror})"
-
-    for root, folders, names in os.walk(folder, onerror=unreadable):
-        here = Path(root)
-        kept = []
-        for path in _visible(here, folders):
+    Each folder's entries are sorted by name and a subfolder is read where its name falls, so
+    the files come in the order of their sorted paths without the whole list held to sort it.
+    """
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted(
+                (entry for entry in listing if not entry.name.startswith(".")),
+                key=lambda entry: entry.name,
+            )
+    except OSError as error:
+        skipped[Path(folder)] = f"an unreadable folder ({error.strerror})"
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if _is_folder(entry):
             why = _not_walked(path)
             if why is None:
-                kept.append(path.name)
+                yield from _folder_files(entry.path, skipped)
             else:
                 skipped[path] = why
-        folders[:] = kept  # os.walk goes into these only
-        for path in _visible(here, names):
-            if (size := _file_size(path)) is not None:
-                found.append((path, size))
-            else:
-                skipped[path] = _not_read(path)
-    return sorted(found), dict(sorted(skipped.items()))
+        elif (size := _file_size(path)) is not None:
+            yield entry.path, size
+        else:
+            skipped[path] = _not_read(path)
 
 
-def _visible(folder: Path, names: list[str]) -> list[Path]:
-    """The entries of ``folder`` among ``names`` that are not hidden (``.name``)."""
-    return [folder / name for name in names if not name.startswith(".")]
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    """Whether an entry is a folder, or a link to one (as ``os.walk`` tells them apart)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _not_walked(folder: Path) -> str | None:
