@@ -523,7 +523,7 @@ class CorpusIdentity:
                 digests += _sampled_digest(path, end)
             sizes.append(end)
         if absolute is None:
-            absolute = FileList(str(path.resolve()) for path in files[:count])
+            absolute = FileList(files[:count]).resolved()
         return cls(absolute[:count], sizes, bytes(digests), reading)
 
     def differences(self, before: CorpusIdentity) -> list[str]:
