@@ -12,7 +12,13 @@ from roberta_static.atomic import output_lock
 from roberta_static.config import DistillConfig
 from roberta_static.distill_output import check_output, says_how_to_go_on, write_output
 from roberta_static.engine.checkpoint import CHECKPOINT_DIR, Checkpoint
-from roberta_static.errors import ConfigError, Interrupted, RobertaStaticWarning, short_list
+from roberta_static.errors import (
+    ConfigError,
+    CorpusError,
+    Interrupted,
+    RobertaStaticWarning,
+    short_list,
+)
 from roberta_static.formats.exports import check_options, parse_formats
 from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
 from roberta_static.notices import as_flag, entry_notes, input_warnings, language_warning
@@ -274,7 +280,15 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     saved = load_checkpoint(folder)
     config = make_config(**{**saved.config, **typed})
     paths = corpus or list(saved.files)
-    files = _corpus_files(paths)
+    try:
+        files = _corpus_files(paths)
+    except CorpusError as error:
+        if corpus:
+            raise
+        raise CorpusError(
+            f"{folder}: cannot resume: a corpus file of the checkpoint is gone ({error}); if the "
+            f"corpus moved, name it: roberta-static distill CORPUS... --resume {folder}"
+        ) from None
     entries = Vocabulary.from_file(vocab, config.case) if vocab is not None else None
     check_resume(saved, config, files, entries and entries.entries, f"the vocabulary {vocab}")
     check_readable(files)

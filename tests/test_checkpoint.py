@@ -202,6 +202,16 @@ def test_resume_refuses_a_changed_config_or_corpus(roberta_dir, long_corpus, voc
         check=False,
     )
     assert fresh.returncode == 1 and "holds the checkpoint of an unfinished run" in fresh.stderr
+    long_corpus.rename(tmp_path / "moved.txt")
+    gone = subprocess.run(
+        ["roberta-static", "distill", "--resume", str(out)], capture_output=True, text=True
+    )
+    assert gone.returncode == 1 and gone.stderr.count("\n") == 1, gone.stderr
+    assert gone.stderr.startswith(
+        f"error: {out}: cannot resume: a corpus file of the checkpoint is gone ({long_corpus}: no "
+        f"such file or folder); if the corpus moved, name it: roberta-static distill CORPUS... "
+        f"--resume {out}"
+    ), gone.stderr
 
 
 def test_failed_checkpoint_write_keeps_the_previous_one(

@@ -329,6 +329,15 @@ def test_a_pickled_array_in_a_checkpoint_is_never_unpickled(tmp_path, name):
         load_checkpoint(tmp_path)
 
 
+@pytest.mark.parametrize("name", ["corpus.npz", "taken.npz", "leftover.npz"])
+def test_a_damaged_checkpoint_archive_is_one_line(tmp_path, name):
+    state = PassState.of_sums(np.ones((1, 2)), np.array([1]), RunStats(), shards=[_shard(0)])
+    target = save_checkpoint(tmp_path, _one_file_checkpoint({}, ["x"], state))
+    (target / name).write_bytes((target / name).read_bytes()[:100])  # cut short
+    with pytest.raises(ConfigError, match=f"{target}: unreadable checkpoint"):
+        load_checkpoint(tmp_path)
+
+
 def _one_file_checkpoint(config: dict, entries: list[str], state: PassState) -> Checkpoint:
     """A checkpoint of ``state`` over one corpus file, read to its end."""
     files = FileList(["/a.txt"])

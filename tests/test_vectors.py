@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import errno
+import os
 
 import numpy as np
 import pytest
@@ -26,6 +27,16 @@ def test_save_load_round_trip(tmp_path):
     np.testing.assert_array_equal(back.counts, vecs.counts)
     assert back.meta == {"format": "roberta-static vectors", "format_version": 1, "note": "x"}
     assert back.vectors.dtype == np.float32
+
+
+def test_a_corpus_file_name_that_is_not_utf8_is_written_and_read_back(tmp_path):
+    # A name with a byte that is not UTF-8 reaches Python as a lone surrogate; meta.json lists
+    # every corpus file, so writing it failed at the end of a whole run.
+    name = os.fsdecode(b"/corpus/caf\xe9.txt")
+    vecs = StaticVectors(["a"], np.ones((1, 2)), np.ones(1), {"corpus": [{"path": name}]})
+    vecs.save(tmp_path / "out")
+    assert StaticVectors.load(tmp_path / "out").meta["corpus"] == [{"path": name}]
+    assert os.fsencode(name) == b"/corpus/caf\xe9.txt"
 
 
 def test_replaces_its_own_folder_only_with_overwrite(tmp_path):

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import time
+import zipfile
 from array import array
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -193,7 +194,7 @@ def load_checkpoint(folder: str | os.PathLike) -> Checkpoint:
             if has_targets(target):
                 state.targets = read_targets(target, entries)
             files, identity = _read_corpus(target)
-    except (OSError, ValueError, KeyError, TypeError, EOFError) as error:
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as error:
         raise ConfigError(f"{target}: unreadable checkpoint ({error})") from None
     if written != FORMAT:
         raise ConfigError(

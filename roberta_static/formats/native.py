@@ -81,8 +81,12 @@ def write(
         rows = zip(vectors.words, vectors.counts.tolist(), strict=True)
         handle.writelines(f"{word}\t{count}\n" for word, count in rows)
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **vectors.meta}
+    # A file name that is not UTF-8 reaches Python as lone surrogates ("\udcff"): written as
+    # JSON's own escape of them, json.load gives the same name back.
     (path / META_FILE).write_text(
-        json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+        errors="backslashreplace",
     )
     return [path / name for name in FILES]
 
