@@ -32,8 +32,7 @@ class Checkpointing:
     Attributes:
         written: Whether this run has written a checkpoint.
         nothing_to_lose: Whether stopping this instant loses no work a checkpoint would keep:
-            before the pass adds its first batch, and while the encoder computes a batch whose
-            result is not yet added. The pass keeps it up to date.
+            until the pass has taken its first summed batch. The pass keeps it up to date.
 
     """
 
@@ -68,15 +67,6 @@ class Checkpointing:
             self.nothing_to_lose = could_stop_now
         if could_stop_now and self.stop.is_set():
             raise StopNow
-
-    @contextmanager
-    def computing(self) -> Iterator[None]:
-        """While the encoder computes a batch that is not yet added: a stop may cut it short."""
-        self.nothing_to_lose = True
-        try:
-            yield
-        finally:
-            self.nothing_to_lose = False
 
 
 class StopRequest(threading.Event):

@@ -277,12 +277,20 @@ def test_a_stop_while_counting_the_vocabulary_ends_the_run_and_saves_nothing(
 
 
 def _stop_in_forward(model, checkpointing: Checkpointing, at_call: int) -> None:
-    """Call ``request_stop`` inside the model's forward, as a signal arriving there would."""
+    """Call ``request_stop`` inside the model's forward, as a signal arriving there would.
+
+    Past the first call, it comes once the pass has taken the batches summed before: the encoder
+    thread may run ahead of the pass's loop (on a loaded machine), and a stop before the loop
+    has taken a summed batch ends the run with nothing saved, as it should.
+    """
     calls = []
 
     def hook(module, args):
         calls.append(1)
         if len(calls) == at_call:
+            deadline = time.monotonic() + 30
+            while at_call > 1 and checkpointing.nothing_to_lose and time.monotonic() < deadline:
+                time.sleep(0.01)
             checkpointing.request_stop()
 
     model.register_forward_pre_hook(hook)
