@@ -65,6 +65,8 @@ def test_a_file_list_holds_paths_compactly_and_acts_as_a_sequence(tmp_path):
     assert (len(files), files[0], files[-1]) == (1_000, Path(paths[0]), Path(paths[-1]))
     assert list(files[10:13]) == [Path(path) for path in paths[10:13]]
     assert pickle.loads(pickle.dumps(files)) == files
+    odd = FileList(["a", os.fsdecode(b"caf\xe9/b"), "d e.txt"])  # a name that is not UTF-8
+    assert FileList.from_bytes(odd.to_bytes()) == odd and not FileList.from_bytes(b"")
     # A list of Path objects pickles at about three times the names' bytes.
     assert len(pickle.dumps(files)) < sum(map(len, paths)) + 9 * len(paths)
     with pytest.raises(IndexError):

@@ -127,7 +127,7 @@ def _write(staging: Path, checkpoint: Checkpoint) -> None:
     identity = checkpoint.corpus
     np.savez_compressed(
         staging / "corpus.npz",
-        files=_joined(checkpoint.files),
+        files=np.frombuffer(checkpoint.files.to_bytes(), dtype=np.uint8),
         sizes=np.array(identity.sizes, dtype=np.int64),
         digests=np.frombuffer(identity.digests, dtype=np.uint8),
         reading=np.array(identity.reading),
@@ -135,19 +135,12 @@ def _write(staging: Path, checkpoint: Checkpoint) -> None:
     (staging / "state.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
 
 
-def _joined(files: FileList) -> np.ndarray:
-    """File paths as the bytes of their names, each ended by a NUL (which no path holds)."""
-    names = "".join(f"{path}\0" for path in files)
-    return np.frombuffer(names.encode("utf-8", "surrogateescape"), dtype=np.uint8)
-
-
 def _read_corpus(target: Path) -> tuple[FileList, CorpusIdentity]:
     """A checkpoint's corpus files and the identity of the part read."""
     with np.load(target / "corpus.npz", allow_pickle=False) as arrays:
-        names = arrays["files"].tobytes().decode("utf-8", "surrogateescape").split("\0")[:-1]
+        files = FileList.from_bytes(arrays["files"].tobytes())
         sizes, digests = arrays["sizes"], arrays["digests"].tobytes()
         reading = bool(arrays["reading"])
-    files = FileList(names)
     identity = CorpusIdentity(files[: len(sizes)], array("q", sizes.tolist()), digests, reading)
     return files, identity
 

@@ -74,6 +74,16 @@ class FileList(Sequence[Path]):
 
         return FileList(map(resolve, self._names(range(len(self)))))
 
+    def to_bytes(self) -> bytes:
+        """The paths as bytes, each ended by a NUL (which no path holds); see :meth:`from_bytes`."""
+        names = "".join(f"{name}\0" for name in self._names(range(len(self))))
+        return names.encode("utf-8", "surrogateescape")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> FileList:
+        """The paths :meth:`to_bytes` wrote (names that are not UTF-8 come back the same)."""
+        return cls(data.decode("utf-8", "surrogateescape").split("\0")[:-1])
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FileList):
             return NotImplemented
