@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -24,7 +23,7 @@ from roberta_static.model.sources import SPACY_PREFIX, resolve_model_name
 from roberta_static.notices import as_flag, entry_notes, input_warnings, language_warning
 from roberta_static.stopping import Checkpointing, StopNow
 from roberta_static.text.corpus import Corpus, check_readable
-from roberta_static.text.files import OWN_OUTPUT, find_corpus_files
+from roberta_static.text.files import OWN_OUTPUT, FileList, find_corpus_files
 from roberta_static.text.languages import check_language, check_pipeline
 from roberta_static.text.vocab import Vocabulary
 from roberta_static.vectors.static import StaticVectors
@@ -257,7 +256,7 @@ def _run(
     return vectors
 
 
-def _corpus_files(paths: list[Path]) -> Sequence[Path]:
+def _corpus_files(paths: list[Path]) -> FileList:
     """The files to read; what the corpus folders hold that is not read is said on stderr."""
     listing = find_corpus_files(paths)
     ours = [str(path) for path, why in listing.skipped.items() if why == OWN_OUTPUT]
@@ -294,8 +293,8 @@ def _resume(folder: Path, corpus: list[Path], vocab: Path | None, typed: dict) -
     check_readable(files)
     renamed = [
         f"{now} (was {before})"
-        for now, before in zip(files, saved.files, strict=False)
-        if now.resolve() != before
+        for now, absolute, before in zip(files, files.resolved(), saved.files, strict=False)
+        if absolute != before
     ]
     if renamed:
         # Same content under other names: the run goes on over them and the checkpoint follows.

@@ -390,6 +390,27 @@ def test_resume_from_another_folder_with_the_corpus_given_relatively(
         np.testing.assert_array_equal(np.load(out / "vectors.npy"), reference.vectors)
 
 
+def test_a_moved_corpus_resumes_when_named_with_a_note(
+    roberta_dir, long_corpus, vocab_file, tmp_path
+):
+    config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8)
+    reference = distill(long_corpus, vocab_file, config)
+    out = tmp_path / "out"
+    checkpoint_first_chunk(long_corpus, vocab_file, config, out)
+    moved = long_corpus.rename(tmp_path / "moved.txt")
+    done = subprocess.run(
+        ["roberta-static", "distill", str(moved), "--resume", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(
+        f"note: resuming over renamed corpus files: {moved} (was {long_corpus.resolve()})"
+    ), done.stderr
+    np.testing.assert_array_equal(np.load(out / "vectors.npy"), reference.vectors)
+
+
 def test_runtime_options_may_change_on_resume(roberta_dir, long_corpus, vocab_file, tmp_path):
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8)
     whole = distill(long_corpus, vocab_file, config)
