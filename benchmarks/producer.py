@@ -58,7 +58,7 @@ def build_producer(files: list[str], words: list[str], model: str, max_contexts:
     tokenizer = AutoTokenizer.from_pretrained(config.model)
     subwords = SubwordEncoder(tokenizer.backend_tokenizer, 512, tokenizer.pad_token_id)
     nlp = load_segmenter(config.lang, config.spacy_model)
-    matcher = VocabMatcher(nlp, Vocabulary.from_entries(words))
+    matcher = VocabMatcher.of(nlp, Vocabulary.from_entries(words))
     return Producer(nlp, matcher, subwords, 8192, Corpus(files), config)
 
 

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spacy.matcher import PhraseMatcher
+from spacy.tokens import Doc
 
 from roberta_static.errors import VocabError
 from roberta_static.text.segment import load_segmenter, segment
-from roberta_static.text.vocab import VocabMatcher, Vocabulary
+from roberta_static.text.vocab import VocabMatcher, VocabPatterns, Vocabulary
 
 
 def test_file_skips_blanks_and_duplicates(tmp_path):
@@ -52,7 +56,7 @@ def test_file_errors(tmp_path):
 
 def matches(text, entries, case="lower"):
     nlp = load_segmenter("en")
-    matcher = VocabMatcher(nlp, Vocabulary.from_entries(entries, case))
+    matcher = VocabMatcher.of(nlp, Vocabulary.from_entries(entries, case))
     return [
         (sentence.text, [(sentence.text[s:e], entry) for s, e, entry in sentence.spans])
         for doc, _ in segment(nlp, [(text, None)])
@@ -94,9 +98,21 @@ def test_entries_tokenized_differently_alone_still_match():
 NLP = load_segmenter("en")
 
 
-def spans_from_tokens(doc, matcher, vocab):
-    """Each sentence's occurrences read off Span and Token objects: what the matcher computes."""
+def phrase_matcher(vocab):
+    """spaCy's PhraseMatcher over each entry as tokenized alone, and as one token when it has no
+    space: the occurrences VocabMatcher finds, the way spaCy's documentation builds them."""
+    matcher = PhraseMatcher(NLP.vocab, attr="LOWER" if vocab.case == "lower" else "ORTH")
+    for entry_id, entry in enumerate(vocab.entries):
+        alone = NLP.make_doc(entry)
+        one_token = [Doc(NLP.vocab, words=[entry])] if " " not in entry and len(alone) > 1 else []
+        matcher.add(f"entry:{entry_id}", [alone, *one_token])
+    return matcher
+
+
+def spans_from_tokens(doc, vocab):
+    """Each sentence's occurrences read off PhraseMatcher's matches, Span and Token objects."""
     entry_of = {NLP.vocab.strings[f"entry:{i}"]: i for i in range(len(vocab))}
+    matches = phrase_matcher(vocab)(doc)
     found = []
     for sent in doc.sents:
         spans = [
@@ -105,7 +121,7 @@ def spans_from_tokens(doc, matcher, vocab):
                 doc[end - 1].idx + len(doc[end - 1]) - sent.start_char,
                 entry_of[key],
             )
-            for key, start, end in matcher._matcher(doc)
+            for key, start, end in matches
             if sent.start <= start and end <= sent.end
         ]
         found.append(sorted(spans))
@@ -130,11 +146,11 @@ def test_matches_in_any_text_lie_inside_their_sentence(text, data):
     if not vocab.entries:
         return
     ((doc, _),) = segment(NLP, [(text, None)])
-    matcher = VocabMatcher(NLP, vocab)
+    matcher = VocabMatcher.of(NLP, vocab)
     sentences = list(matcher(doc))
     assert [s.text for s in sentences] == [s.text for s in doc.sents]
     assert [(s.text, s.spans) for s in matcher(doc, text)] == [(s.text, s.spans) for s in sentences]
-    assert [s.spans for s in sentences] == spans_from_tokens(doc, matcher, vocab)
+    assert [s.spans for s in sentences] == spans_from_tokens(doc, vocab)
     for sentence in sentences:
         assert sentence.spans == sorted(sentence.spans)
         for start, end, entry_id in sentence.spans:
@@ -151,7 +167,7 @@ def test_every_occurrence_of_a_word_is_found_once(words, data):
     vocab = Vocabulary.from_entries(entries)
     text = " ".join(words)
     ((doc, _),) = segment(NLP, [(text, None)])
-    (sentence,) = VocabMatcher(NLP, vocab)(doc)
+    (sentence,) = VocabMatcher.of(NLP, vocab)(doc)
     found = [
         (sentence.text[start:end].lower(), vocab.entries[i]) for start, end, i in sentence.spans
     ]
@@ -166,7 +182,7 @@ def test_every_occurrence_of_a_word_is_found_once(words, data):
 def test_sentences_from_a_components_hook_are_the_matchers_sentences():
     doc = NLP("New York is big. I love york")
     doc.user_hooks["sents"] = lambda d: (d[i : i + 2] for i in range(0, len(d), 2))
-    matcher = VocabMatcher(NLP, Vocabulary.from_entries(["new york", "york"]))
+    matcher = VocabMatcher.of(NLP, Vocabulary.from_entries(["new york", "york"]))
     assert [(s.text, s.spans) for s in matcher(doc)] == [
         ("New York", [(0, 8, 0), (4, 8, 1)]),
         ("is big", []),
@@ -183,3 +199,22 @@ def test_a_binary_vocabulary_is_refused_naming_the_file(tmp_path, content, line)
     path.write_bytes(content)
     with pytest.raises(VocabError, match=rf"vocab.bin:{line}: NUL byte: a binary file"):
         Vocabulary.from_file(path)
+
+
+def test_entries_with_the_same_tokens_each_match_and_patterns_travel_pickled():
+    vocab = Vocabulary.from_entries(["u.s.", "u.s .", "u.s", "new york", "new york city", "york"])
+    patterns = pickle.loads(pickle.dumps(VocabPatterns.of(NLP, vocab)))
+    ((doc, _),) = segment(NLP, [("I saw New York City and the U.S. today.", None)])
+    (sentence,) = VocabMatcher(patterns)(doc)
+    assert [sentence.spans] == spans_from_tokens(doc, vocab)
+    found = [(sentence.text[start:end], vocab.entries[i]) for start, end, i in sentence.spans]
+    assert ("New York City", "new york city") in found and ("New York", "new york") in found
+    assert ("U.S.", "u.s.") in found
+
+
+def test_entries_that_match_the_same_word_each_match_it():
+    vocab = Vocabulary(["ab", "AB", "cd"], case="lower")  # built directly: no folding
+    ((doc, _),) = segment(NLP, [("Ab cd ab.", None)])
+    (sentence,) = VocabMatcher.of(NLP, vocab)(doc)
+    assert sentence.spans == [(0, 2, 0), (0, 2, 1), (3, 5, 2), (6, 8, 0), (6, 8, 1)]
+    assert [sentence.spans] == spans_from_tokens(doc, vocab)

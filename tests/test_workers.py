@@ -29,8 +29,9 @@ from roberta_static.errors import Interrupted
 from roberta_static.model.loading import load_pretrained
 from roberta_static.stopping import Checkpointing
 from roberta_static.text.corpus import Corpus
+from roberta_static.text.segment import load_segmenter
 from roberta_static.text.shards import plan_shards
-from roberta_static.text.vocab import Vocabulary
+from roberta_static.text.vocab import VocabPatterns, Vocabulary
 
 
 @pytest.fixture()
@@ -57,6 +58,11 @@ def test_shards_read_exactly_the_units_of_the_whole_corpus(corpus_folder, shard_
     ]
     assert pieces == whole  # texts and positions, line numbers included
     assert len(shards) >= 3 if shard_bytes < 10**9 else len(shards) == 1
+
+
+def patterns_of(vocab: Vocabulary) -> VocabPatterns:
+    """The patterns a run's main process builds for its workers."""
+    return VocabPatterns.of(load_segmenter("en"), vocab)
 
 
 def test_many_small_files_share_shards_and_a_compressed_file_is_never_cut(tmp_path):
@@ -169,7 +175,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     config = DistillConfig(model=str(roberta_dir), layers="1")
     model, tokenizer = load_pretrained(config)
     corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
-    setup = ProducerSetup.of(Encoder(model, tokenizer, config), corpus, vocab, config)
+    setup = ProducerSetup.of(Encoder(model, tokenizer, config), corpus, patterns_of(vocab), config)
     assert not needs_torch(config)
     assert needs_torch(config.replace(spacy_model="x"))
     shard = plan_shards(corpus.files)[0]
@@ -509,7 +515,9 @@ def test_a_thread_feeds_the_encoder_until_a_worker_is_ready_then_a_worker_reads_
 
     config = DistillConfig(model=str(roberta_dir), layers="1", chunk_sentences=4)
     corpus, vocab = Corpus([corpus_folder / "a.txt"]), Vocabulary.from_file(vocab_file)
-    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    setup = ProducerSetup.of(
+        Encoder(*load_pretrained(config), config), corpus, patterns_of(vocab), config
+    )
     task = EncodeShard(0, ShardState.fresh(plan_shards(corpus.files, 10**9)[0]))
     expected = [item.ids for chunk in setup.producer().chunks(task) for item in chunk.inputs]
     bridged, proceed = [], threading.Event()
@@ -559,7 +567,9 @@ def test_a_finished_run_ends_its_ready_workers_and_does_not_wait_for_one_still_s
 
     config = DistillConfig(model=str(roberta_dir), layers="1")
     corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
-    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    setup = ProducerSetup.of(
+        Encoder(*load_pretrained(config), config), corpus, patterns_of(vocab), config
+    )
     stuck = StuckSetup(**setup.__dict__, claimed=str(tmp_path / "claimed"))
     shard = plan_shards(corpus.files)[0]
     with ProcessFeeder(2, without_torch=True) as feeder:
@@ -583,7 +593,9 @@ def test_an_error_ends_the_bridge_before_the_feeder_returns(roberta_dir, corpus_
 
     config = DistillConfig(model=str(roberta_dir), layers="1")
     corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
-    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    setup = ProducerSetup.of(
+        Encoder(*load_pretrained(config), config), corpus, patterns_of(vocab), config
+    )
     entered, built = threading.Event(), threading.Event()
 
     def slow_producer():  # the bridge is still building its producer when the error comes
@@ -708,7 +720,9 @@ def test_a_worker_process_sends_all_its_messages_then_exits_without_teardown(
 
     config = DistillConfig(model=str(roberta_dir), layers="1")
     corpus, vocab = Corpus([corpus_folder]), Vocabulary.from_file(vocab_file)
-    setup = ProducerSetup.of(Encoder(*load_pretrained(config), config), corpus, vocab, config)
+    setup = ProducerSetup.of(
+        Encoder(*load_pretrained(config), config), corpus, patterns_of(vocab), config
+    )
     shards = plan_shards(corpus.files)
     context = multiprocessing.get_context("spawn")
     setups, tasks, results = context.Queue(), context.Queue(), context.Queue()

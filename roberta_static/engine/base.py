@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -21,7 +22,7 @@ from ..model.encoder import Encoder
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from ..text.corpus import Corpus, TextCorpus
-from ..text.vocab import VocabMatcher, Vocabulary, vocabulary_stats
+from ..text.vocab import VocabMatcher, VocabPatterns, Vocabulary, vocabulary_stats
 from ..vectors.targets import SentenceTargets
 from .checkpoint import Saver
 from .messages import Chunk, Counted, Task
@@ -54,11 +55,16 @@ class Job:
         """Width of a summed vector."""
         return self.encoder.output_dim(self.config.combine)
 
+    @cached_property
+    def patterns(self) -> VocabPatterns:
+        """The vocabulary's patterns, built once for every producer of the pass."""
+        return VocabPatterns.of(self.nlp, self.vocab)
+
     def producer(self) -> Producer:
         """The CPU side in this process, sharing the encoder's subword tokenizer."""
         from .producer import Producer  # spaCy's: the Ray engine's encoder actors need none
 
-        matcher = VocabMatcher(self.nlp, self.vocab)
+        matcher = VocabMatcher(self.patterns)
         subwords, budget = self.encoder.subwords, self.encoder.batch_tokens
         return Producer(self.nlp, matcher, subwords, budget, self.corpus, self.config)
 

@@ -75,7 +75,7 @@ class LocalEngine:
             for device in config.devices[1:]
         ]
         on_cpu = any(encoder.device.type == "cpu" for encoder in encoders)
-        setup = ProducerSetup.of(job.encoder, job.corpus, job.vocab, config)
+        setup = ProducerSetup.of(job.encoder, job.corpus, job.patterns, config)
         self.feeder.serve(setup, job.producer)
         with torch_threads(on_cpu, cores_taken=len(self.feeder.processes)):
             pool = partial(EncoderThreads, encoders, len(job.vocab), job.dim, config, job.targets)

@@ -17,7 +17,7 @@ from ..text.corpus import Corpus, Position, TextCorpus
 from ..text.files import FileList
 from ..text.segment import load_segmenter, segment
 from ..text.shards import Shard
-from ..text.vocab import MatchedSentence, VocabMatcher, Vocabulary
+from ..text.vocab import MatchedSentence, VocabMatcher, VocabPatterns
 from ..vectors.targets import sentence_key
 from .messages import Chunk, Counted, CountShard, EncodeShard
 from .quotas import Allowance, EntryCounts
@@ -133,7 +133,7 @@ class ProducerSetup:
 
     files: FileList
     sizes: array[int]
-    entries: list[str]
+    patterns: VocabPatterns
     tokenizer_json: str
     max_length: int
     pad_id: int
@@ -142,13 +142,13 @@ class ProducerSetup:
 
     @classmethod
     def of(
-        cls, encoder: Encoder, corpus: Corpus, vocab: Vocabulary, config: DistillConfig
+        cls, encoder: Encoder, corpus: Corpus, patterns: VocabPatterns, config: DistillConfig
     ) -> ProducerSetup:
         """The setup of producers feeding ``encoder`` (same tokenizer, input limit and budget)."""
         return cls(
             files=corpus.files,
             sizes=corpus.sizes,
-            entries=list(vocab.entries),
+            patterns=patterns,
             tokenizer_json=encoder.subwords.backend_json(),
             max_length=encoder.max_length,
             pad_id=encoder.subwords.pad_id,
@@ -162,7 +162,7 @@ class ProducerSetup:
 
         config = DistillConfig(**self.config)
         nlp = load_segmenter(config.lang, config.spacy_model)
-        matcher = VocabMatcher(nlp, Vocabulary(self.entries, config.case))
+        matcher = VocabMatcher(self.patterns)
         subwords = SubwordEncoder(
             Tokenizer.from_str(self.tokenizer_json), self.max_length, self.pad_id
         )

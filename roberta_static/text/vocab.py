@@ -135,19 +135,6 @@ def _fold(text: str, case: Case) -> str:
     return text.lower() if case == "lower" else text
 
 
-def _patterns(nlp: Language, entry: str) -> list[Doc]:
-    """The entry as the tokenizer splits it alone, and as one token when it has no space.
-
-    Tokenization depends on context: ``"U.S."`` alone is ``["U.S", "."]``, mid-sentence one token.
-    """
-    from spacy.tokens import Doc
-
-    alone = nlp.make_doc(entry)
-    if " " in entry or len(alone) == 1:
-        return [alone]
-    return [alone, Doc(nlp.vocab, words=[entry])]
-
-
 @dataclass
 class MatchedSentence:
     """One sentence and the vocabulary occurrences in it.
@@ -171,24 +158,108 @@ def vocabulary_stats(vocab: Vocabulary) -> dict[str, Any]:
     return {**stats, "left_out": vocab.left_out} if vocab.left_out else stats
 
 
+@dataclass(frozen=True)
+class VocabPatterns:
+    """The token sequences that are occurrences of each entry, as hashes of one token attribute.
+
+    An entry's sequences are the entry as the pipeline's tokenizer splits it alone, and, for an
+    entry without a space that it splits, the entry as one token: tokenization depends on context
+    (``"U.S."`` alone is ``["U.S", "."]``, mid-sentence one token). Hashes are spaCy's string
+    hashes, the same in every process, so patterns built once serve every worker (a few MB, where
+    each pipeline would otherwise tokenize the whole vocabulary again).
+
+    Attributes:
+        attr: The attribute matched: ``"LOWER"`` or ``"ORTH"``.
+        tokens: The sequences' hashes, one after another.
+        ends: Where each sequence ends in ``tokens``.
+        entries: The entry of each sequence.
+
+    """
+
+    attr: str
+    tokens: np.ndarray
+    ends: np.ndarray
+    entries: np.ndarray
+
+    @classmethod
+    def of(cls, nlp: Language, vocab: Vocabulary) -> VocabPatterns:
+        """The patterns of ``vocab``'s entries under ``nlp``'s tokenizer and the case policy."""
+        from spacy.attrs import IDS
+
+        attr = "LOWER" if vocab.case == "lower" else "ORTH"
+        attr_id = IDS[attr]
+        tokens: list[int] = []
+        ends: list[int] = []
+        entries: list[int] = []
+        for entry_id, (entry, alone) in enumerate(
+            zip(vocab.entries, nlp.tokenizer.pipe(vocab.entries), strict=True)
+        ):
+            sequences = [alone.to_array(attr_id).tolist()]
+            if " " not in entry and len(alone) > 1:
+                sequences.append([getattr(nlp.vocab[entry], attr.lower())])
+            for sequence in sequences:
+                tokens += sequence
+                ends.append(len(tokens))
+                entries.append(entry_id)
+        return cls(
+            attr,
+            np.array(tokens, dtype=np.uint64),
+            np.array(ends, dtype=np.int64),
+            np.array(entries, dtype=np.int64),
+        )
+
+
 class VocabMatcher:
     """Find every occurrence of the vocabulary's entries in spaCy Docs, sentence by sentence.
 
-    Entries are tokenized with the pipeline's own tokenizer, so a phrase or a word that spaCy splits
-    (``"don't"``) matches the same tokens in running text.
+    The occurrences :class:`spacy.matcher.PhraseMatcher` finds for :class:`VocabPatterns` (every
+    sequence at every position, overlaps included), from plain dictionaries of hashes: the
+    ``PhraseMatcher`` of a large vocabulary takes seconds to build and a few hundred MB in each
+    process that reads.
     """
 
-    def __init__(self, nlp: Language, vocab: Vocabulary) -> None:
-        from spacy.attrs import IDX, LENGTH, SENT_START
-        from spacy.matcher import PhraseMatcher
+    def __init__(self, patterns: VocabPatterns) -> None:
+        from spacy.attrs import IDS, IDX, LENGTH, SENT_START
 
-        self._columns = [IDX, LENGTH, SENT_START]
-        self._matcher = PhraseMatcher(nlp.vocab, attr="LOWER" if vocab.case == "lower" else "ORTH")
-        self._entry_of_key: dict[int, int] = {}
-        for entry_id, entry in enumerate(vocab.entries):
-            key = f"entry:{entry_id}"
-            self._matcher.add(key, _patterns(nlp, entry))
-            self._entry_of_key[nlp.vocab.strings[key]] = entry_id
+        self._columns = [IDX, LENGTH, SENT_START, IDS[patterns.attr]]
+        # One-token sequences, the most, in one dictionary; the others whole, with the longest
+        # that starts with each token, so a position is tried only as far as one could reach.
+        self._words: dict[int, int] = {}
+        self._sequences: dict[tuple[int, ...], list[int]] = {}
+        self._longest_from: dict[int, int] = {}
+        tokens = patterns.tokens.tolist()
+        ends = patterns.ends.tolist()
+        starts = [0, *ends[:-1]]
+        for start, end, entry in zip(starts, ends, patterns.entries.tolist(), strict=True):
+            sequence = tuple(tokens[start:end])
+            if len(sequence) == 1 and self._words.setdefault(sequence[0], entry) == entry:
+                continue
+            entries = self._sequences.setdefault(sequence, [])
+            if entry not in entries:
+                entries.append(entry)
+                first = self._longest_from.get(sequence[0], 0)
+                self._longest_from[sequence[0]] = max(first, len(sequence))
+
+    @classmethod
+    def of(cls, nlp: Language, vocab: Vocabulary) -> VocabMatcher:
+        """The matcher of ``vocab``'s entries under ``nlp``'s tokenizer."""
+        return cls(VocabPatterns.of(nlp, vocab))
+
+    def matches(self, keys: list[int]) -> list[tuple[int, int, int]]:
+        """``(start, end, entry_id)`` of each occurrence in a Doc's token hashes, in no order."""
+        found = [
+            (start, start + 1, entry)
+            for start, entry in enumerate(map(self._words.get, keys))
+            if entry is not None
+        ]
+        sequences, length = self._sequences, len(keys)
+        for start, longest in enumerate(map(self._longest_from.get, keys)):
+            if longest:
+                for end in range(start + 1, min(start + longest, length) + 1):
+                    found += [
+                        (start, end, entry) for entry in sequences.get(tuple(keys[start:end]), ())
+                    ]
+        return found
 
     def __call__(self, doc: Doc, text: str | None = None) -> Iterator[MatchedSentence]:
         """Yield every sentence of ``doc`` with the occurrences inside it.
@@ -208,12 +279,12 @@ class VocabMatcher:
             first_tokens = np.flatnonzero(columns[:, 2] == 1).tolist()
         end_tokens = first_tokens[1:] + [len(doc)]
         found: list[list[tuple[int, int, int]]] = [[] for _ in first_tokens]
-        for key, start, end in self._matcher(doc):
+        for start, end, entry in self.matches(columns[:, 3].tolist()):
             sentence = bisect_right(first_tokens, start) - 1
             if end <= end_tokens[sentence]:
                 offset = token_starts[first_tokens[sentence]]
                 span = (token_starts[start] - offset, token_ends[end - 1] - offset)
-                found[sentence].append((*span, self._entry_of_key[key]))
+                found[sentence].append((*span, entry))
         text = doc.text if text is None else text
         for first, end, spans in zip(first_tokens, end_tokens, found, strict=True):
             yield MatchedSentence(text[token_starts[first] : token_ends[end - 1]], sorted(spans))

@@ -35,7 +35,7 @@ class RayEngine:
         with connected(ray, config.ray_address, stopping):
             slots = config.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             feeder = RayFeeder(
-                ray, ProducerSetup.of(job.encoder, job.corpus, job.vocab, config), slots
+                ray, ProducerSetup.of(job.encoder, job.corpus, job.patterns, config), slots
             )
             model = ray.put((*model_parts(job.model), job.tokenizer))
 
