@@ -19,6 +19,7 @@ from ..stopping import Checkpointing
 from .base import EncoderPool, Feeder, Job
 from .batcher import Batcher
 from .checkpoint import Saver
+from .heap import trim_heap
 from .ledger import Ledger, SentChunk
 from .messages import Chunk, Counted
 from .schedule import Schedule, fresh_state
@@ -149,6 +150,7 @@ class PassLoop:
 
     def _tick(self) -> None:
         """What every turn of the loop does: take the sums, save when due, report, stop."""
+        trim_heap()
         self._summed(self.pool.summed())
         if self.saver.stopping:
             if self.ledger.summed:  # what is queued or in flight waits in the checkpoint

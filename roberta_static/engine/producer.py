@@ -19,6 +19,7 @@ from ..text.segment import load_segmenter, segment
 from ..text.shards import Shard
 from ..text.vocab import MatchedSentence, VocabMatcher, VocabPatterns
 from ..vectors.targets import sentence_key
+from .heap import trim_heap
 from .messages import Chunk, Counted, CountShard, EncodeShard
 from .quotas import Allowance, EntryCounts
 from .state import ShardState, shard_bytes
@@ -109,6 +110,7 @@ class Producer:
         self.subwords.stats = EncodeStats()
         inputs = self.subwords.encode(pending, targets if self.config.sentence_targets else None)
         state.stats.add(self.subwords.stats)
+        trim_heap()
         return Chunk(
             shard,
             inputs,

@@ -12,6 +12,7 @@ from ..model.encoder import Encoded, Encoder
 from ..model.pooling import Accumulator, occurrence_vectors
 from ..model.teacher import TeacherPooling, batch_sentence_vectors
 from ..vectors.targets import SentenceTargets
+from .heap import trim_heap
 from .stats import RunStats
 
 
@@ -43,6 +44,7 @@ def accumulate(
     stats.batches += 1
     stats.tokens += batch.real_tokens
     stats.padded_tokens += int(batch.input_ids.size)
+    trim_heap()
 
 
 def offer_targets(last: Any, batch: Batch, held: BatchTargets, targets: SentenceTargets) -> None:
