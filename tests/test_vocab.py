@@ -218,3 +218,9 @@ def test_entries_that_match_the_same_word_each_match_it():
     (sentence,) = VocabMatcher.of(NLP, vocab)(doc)
     assert sentence.spans == [(0, 2, 0), (0, 2, 1), (3, 5, 2), (6, 8, 0), (6, 8, 1)]
     assert [sentence.spans] == spans_from_tokens(doc, vocab)
+
+
+def test_a_matcher_of_no_entries_finds_nothing():
+    ((doc, _),) = segment(NLP, [("Nothing to find here.", None)])
+    (sentence,) = VocabMatcher.of(NLP, Vocabulary([], "lower"))(doc)
+    assert sentence.spans == []

@@ -12,6 +12,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,9 +229,8 @@ class VocabMatcher:
         self._sequences: dict[tuple[int, ...], list[int]] = {}
         self._longest_from: dict[int, int] = {}
         tokens = patterns.tokens.tolist()
-        ends = patterns.ends.tolist()
-        starts = [0, *ends[:-1]]
-        for start, end, entry in zip(starts, ends, patterns.entries.tolist(), strict=True):
+        bounds = pairwise([0, *patterns.ends.tolist()])
+        for (start, end), entry in zip(bounds, patterns.entries.tolist(), strict=True):
             sequence = tuple(tokens[start:end])
             if len(sequence) == 1 and self._words.setdefault(sequence[0], entry) == entry:
                 continue
