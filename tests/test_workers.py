@@ -701,8 +701,8 @@ def test_a_script_without_the_main_guard_is_told_it_needs_one(
         .splitlines()[-1]
         .endswith(
             "a worker process failed while starting (exit code 1; its error is above); in a "
-            'script, a run with workers must start under if __name__ == "__main__": (README, '
-            '"In a script")'
+            'script, a run with workers must start under if __name__ == "__main__": (see "In a '
+            'script" in docs/tasks/parallel.md)'
         )
     )
 

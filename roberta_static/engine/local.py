@@ -260,7 +260,8 @@ def _why_ended(process: multiprocessing.process.BaseProcess, ready: bool) -> str
     # cause, so the advice is for scripts.
     return (
         f"a worker process failed while starting ({how}; its error is above); in a script, "
-        'a run with workers must start under if __name__ == "__main__": (README, "In a script")'
+        'a run with workers must start under if __name__ == "__main__": (see "In a script" in '
+        "docs/tasks/parallel.md)"
     )
 
 
