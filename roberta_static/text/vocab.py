@@ -166,8 +166,8 @@ class VocabPatterns:
     An entry's sequences are the entry as the pipeline's tokenizer splits it alone, and, for an
     entry without a space that it splits, the entry as one token: tokenization depends on context
     (``"U.S."`` alone is ``["U.S", "."]``, mid-sentence one token). Hashes are spaCy's string
-    hashes, the same in every process, so patterns built once serve every worker (a few MB, where
-    each pipeline would otherwise tokenize the whole vocabulary again).
+    hashes, the same in every process, so patterns built once serve every worker, none of which
+    tokenizes the vocabulary again.
 
     Attributes:
         attr: The attribute matched: ``"LOWER"`` or ``"ORTH"``.
@@ -214,9 +214,9 @@ class VocabMatcher:
     """Find every occurrence of the vocabulary's entries in spaCy Docs, sentence by sentence.
 
     The occurrences :class:`spacy.matcher.PhraseMatcher` finds for :class:`VocabPatterns` (every
-    sequence at every position, overlaps included), from plain dictionaries of hashes: the
-    ``PhraseMatcher`` of a large vocabulary takes seconds to build and a few hundred MB in each
-    process that reads.
+    sequence at every position, overlaps included), from plain dictionaries of hashes: a
+    ``PhraseMatcher`` holds a trie of hash maps and the vocabulary's strings, slow to build and
+    large in every process that reads.
     """
 
     def __init__(self, patterns: VocabPatterns) -> None:
