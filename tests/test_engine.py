@@ -5,6 +5,7 @@ vectors whichever engine, stopped or not) are in test_pipeline, test_checkpoint,
 
 from __future__ import annotations
 
+import pickle
 import threading
 from array import array
 from dataclasses import asdict, replace
@@ -18,9 +19,10 @@ from roberta_static.config import DistillConfig
 from roberta_static.engine.base import Job
 from roberta_static.engine.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from roberta_static.engine.encoders import EncoderThreads
-from roberta_static.engine.messages import Chunk, CountShard, EncodeShard
-from roberta_static.engine.quotas import EntryCounts, QuotaPlan
-from roberta_static.engine.schedule import fresh_state
+from roberta_static.engine.messages import Chunk, Counted, CountShard, EncodeShard
+from roberta_static.engine.quotas import NEVER, EntryCounts, QuotaPlan
+from roberta_static.engine.reading import ShardReading
+from roberta_static.engine.schedule import Schedule, fresh_state
 from roberta_static.engine.serial import SerialEngine, ThreadFeeder
 from roberta_static.engine.state import PassState, ShardState, shard_bytes
 from roberta_static.engine.stats import RunStats
@@ -237,6 +239,93 @@ def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
     )
     counted = producer.count(CountShard(0, task.state.shard)).counts
     np.testing.assert_array_equal(counted.dense(len(job.vocab)), taken)
+
+
+@pytest.mark.parametrize("allowance", [None, [2, 2, 2, 0, 0]])
+def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
+    job, tmp_path, allowance
+):
+    import pickle
+
+    # Counters of every kind: a binary file skipped, undecodable bytes, a line cut for length.
+    (tmp_path / "a.txt").write_text("\n".join(CORPUS_LINES * 4) + "\n", encoding="utf-8")
+    (tmp_path / "b.bin").write_bytes(b"the cat\0\0\n")
+    (tmp_path / "c.txt").write_bytes(
+        b"the dog \xff sat by the river bank\n" + b"x" * 300_000 + b"\n"
+    )
+    files = [tmp_path / name for name in ("a.txt", "b.bin", "c.txt")]
+    config = job.config.replace(chunk_sentences=3)
+
+    def producer():  # each in a process of its own: the replay reads nothing
+        return replace(job, corpus=Corpus(files), config=config).producer()
+
+    shard = plan_shards(files, shard_bytes=10**9)[0]
+    limit = None if allowance is None else np.array(allowance)
+    task = EncodeShard(0, ShardState.fresh(shard), limit)
+    counted = pickle.loads(pickle.dumps(producer().count(CountShard(0, shard))))
+    read = list(producer().chunks(task))
+    replayed = list(producer().chunks(replace(task, reading=counted.reading)))
+    assert len(replayed) == len(read) > (allowance is None)
+    for a, b in zip(read, replayed, strict=True):
+        assert (a.position, a.stats, a.done, a.end_bytes) == (
+            b.position,
+            b.stats,
+            b.done,
+            b.end_bytes,
+        )
+        assert a.taken.counts.tolist() == b.taken.counts.tolist()
+        assert a.taken.entries.tolist() == b.taken.entries.tolist()
+        assert [(i.ids.tolist(), i.occurrences.tolist()) for i in a.inputs] == [
+            (i.ids.tolist(), i.occurrences.tolist()) for i in b.inputs
+        ]
+    stats = read[-1].stats
+    if allowance is None:
+        assert stats.binary_files_skipped and stats.bad_bytes and stats.lines_cut
+    else:  # the entries that may take some have them within the first file
+        assert stats.stopped_early and not stats.binary_files_skipped
+
+
+def _reading(entries: list[int]) -> ShardReading:
+    """A shard's reading of one unit, one sentence holding ``entries``."""
+    spans = np.array([[0, 1, entry] for entry in entries], dtype=np.int64).reshape(-1, 3)
+    one = np.ones(1, dtype=np.int64)
+    mark = (0, 0, 1, 1, 1, 0, 0, 0, 10)
+    return ShardReading(
+        np.array([mark]), one, one, ["x"], np.array([len(entries)]), spans, mark, []
+    )
+
+
+def test_a_shard_counted_is_read_from_its_counting_once_its_own_counts_are_in():
+    shards = [_shard(0), _shard(1), _shard(2)]
+    schedule = Schedule(PassState.empty(2, shards, QuotaPlan.fresh(2, 2)))
+    tasks = [schedule.next_task() for _ in range(3)]  # the first shard is read as it is counted
+    assert [(type(task).__name__, task.shard) for task in tasks] == [
+        ("EncodeShard", 0),
+        ("CountShard", 0),
+        ("CountShard", 1),  # the last shard is never counted
+    ]
+    assert tasks[0].reading is None and schedule.next_task() is None
+    schedule.counted(Counted(0, EntryCounts.of([0]), _reading([0])))
+    assert schedule.next_task() is None  # shard 1 is planned, but its own counting is out
+    counted = _reading([0, 1])
+    schedule.counted(Counted(1, counted.counts(), pickle.loads(pickle.dumps(counted))))
+    read = schedule.next_task()
+    assert isinstance(read, EncodeShard) and read.shard == 1
+    assert read.reading.texts == ["x"] and read.reading.counts().counts.tolist() == [1, 1]
+    assert read.allowance.tolist() == [1, NEVER]  # entry 0's second occurrence is here
+    last = schedule.next_task()
+    assert isinstance(last, EncodeShard) and last.shard == 2 and last.reading is None
+
+
+def test_a_resumed_shard_half_read_reads_on_from_its_position_though_counted():
+    shards = [_shard(0), _shard(1)]
+    shards[0].position = Position(0, 14, 2, 1)
+    schedule = Schedule(PassState.empty(2, shards, QuotaPlan.fresh(2, 5)))
+    assert isinstance(schedule.next_task(), EncodeShard)
+    count = schedule.next_task()
+    assert isinstance(count, CountShard) and count.shard == 0
+    schedule.counted(Counted(0, EntryCounts.of([0]), _reading([0])))
+    assert schedule.readings == {}
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])

@@ -733,9 +733,10 @@ def test_a_worker_process_sends_all_its_messages_then_exits_without_teardown(
     torn_down = tmp_path / "torn-down"
     worker = context.Process(target=probe_exit, args=(setups, tasks, results, torn_down))
     worker.start()
+    # Read first: a process that put messages on a queue exits once they are all in the pipe.
+    messages = [results.get(timeout=120) for _ in range(len(shards) + 1)]
     worker.join(timeout=120)
     assert worker.exitcode == 0
-    messages = [results.get(timeout=10) for _ in range(len(shards) + 1)]
     assert isinstance(messages[0], Ready)
     assert [(type(message), message.shard) for message in messages[1:]] == [
         (Counted, index) for index in range(len(shards))

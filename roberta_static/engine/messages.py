@@ -18,6 +18,7 @@ from ..progress import Work
 from ..text.corpus import Position
 from ..text.shards import Shard
 from .quotas import EntryCounts
+from .reading import ShardReading
 from .state import ShardState
 from .stats import RunStats
 
@@ -27,16 +28,19 @@ class EncodeShard:
     """Read a shard from where its state says, taking at most ``allowance`` of each entry.
 
     ``allowance``: per entry (see :meth:`~.quotas.QuotaPlan.allowance`); ``None``: all.
+    ``reading``: the shard as its counting read it, replayed instead of reading it again (a
+    shard not begun).
     """
 
     shard: int
     state: ShardState
     allowance: np.ndarray | None = None
+    reading: ShardReading | None = None
 
 
 @dataclass(frozen=True)
 class CountShard:
-    """Count each entry's occurrences in a shard (matching only)."""
+    """Count each entry's occurrences in a shard, keeping what reading it found."""
 
     shard: int
     span: Shard
@@ -85,10 +89,11 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Counted:
-    """The occurrences of each entry in a shard."""
+    """The occurrences of each entry in a shard, and the reading that found them."""
 
     shard: int
     counts: EntryCounts
+    reading: ShardReading
 
 
 @dataclass(frozen=True)

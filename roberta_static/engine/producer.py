@@ -22,6 +22,7 @@ from ..vectors.targets import sentence_key
 from .heap import trim_heap
 from .messages import Chunk, Counted, CountShard, EncodeShard
 from .quotas import Allowance, EntryCounts
+from .reading import MatchedUnit, ShardReading, UnitMark
 from .state import ShardState, shard_bytes
 from .stats import RunStats
 
@@ -52,7 +53,8 @@ class Producer:
 
         With ``max_contexts``, reading ends once no entry may take more (see
         :class:`~.quotas.Allowance`). The last chunk ends where reading ended, even without a
-        sentence to encode, and is ``done``.
+        sentence to encode, and is ``done``. A task that carries the shard's reading (made when
+        it was counted) replays it instead of reading the corpus.
         """
         state = task.state.without_leftover()
         stats, shard = state.stats, state.shard
@@ -62,12 +64,15 @@ class Producer:
         targets: list[TargetSentence | None] = []
         taken: list[int] = []
         end_bytes = 0
-        marks = _Marks(self.corpus, stats)
-        for doc, mark in segment(self.nlp, marks.units(state.position, shard.stop)):
+        reading = task.reading
+        marks = _Marks(stats, self.corpus if reading is None else reading)
+        units = reading.units() if reading is not None else self._units(state.position, shard.stop)
+        for mark, sentences, found in units:
             state.position, end_bytes = mark.position, mark.bytes_read
             marks.count_up_to(mark)
-            for sentence in self.matcher(doc, mark.text):
-                stats.sentences += 1
+            stats.sentences += sentences
+            stats.sentences_without_entries += sentences - len(found)
+            for sentence in found:
                 kept = allowance.take(sentence.spans)
                 if kept:
                     pending.append(MatchedSentence(sentence.text, kept))
@@ -83,19 +88,30 @@ class Producer:
                 yield self._chunk(task.shard, made, state, end_bytes, False)
                 pending, targets, taken = [], [], []
         else:
-            marks.count_all()
-            end_bytes = self.corpus.bytes_read
+            end = reading.end_mark if reading is not None else UnitMark.at_end(self.corpus)
+            marks.count_all(end)
+            end_bytes = end.bytes_read
         yield self._chunk(task.shard, (pending, targets, taken), state, end_bytes, True)
 
     def count(self, task: CountShard) -> Counted:
-        """Occurrences of each entry in a shard (matching only: no tokenizing)."""
-        found: list[int] = []
+        """Occurrences of each entry in a shard, with the reading that found them."""
         span = task.span
-        units = ((text, text) for text, _ in self.corpus.units(span.start, span.stop))
-        for doc, text in segment(self.nlp, units):
-            for sentence in self.matcher(doc, text):
-                found += [entry for _, _, entry in sentence.spans]
-        return Counted(task.shard, EntryCounts.of(found))
+        units = self._units(span.start, span.stop)
+        reading = ShardReading.record(units, self.corpus)
+        return Counted(task.shard, reading.counts(), reading)
+
+    def _units(self, start: Position, stop: Position | None) -> Iterator[MatchedUnit]:
+        """The units from ``start`` to ``stop``: each one's mark, sentences, and those matched."""
+        corpus = self.corpus
+
+        def marked() -> Iterator[tuple[str, UnitMark]]:
+            for number, (text, position) in enumerate(corpus.units(start, stop), start=1):
+                counts = (corpus.bad_bytes, corpus.lines_cut, len(corpus.binary_files))
+                yield text, UnitMark(text, position, number, *counts, corpus.bytes_read)
+
+        for doc, mark in segment(self.nlp, marked()):
+            sentences = list(self.matcher(doc, mark.text))
+            yield mark, len(sentences), [sentence for sentence in sentences if sentence.spans]
 
     def _chunk(
         self,
@@ -216,45 +232,26 @@ class _Candidates:
         return TargetSentence(key, entries.astype(np.int64), counts.astype(np.int64))
 
 
-@dataclass(frozen=True)
-class _Mark:
-    """A unit's text and resume position, and the corpus counters up to and including it."""
-
-    text: str
-    position: Position
-    text_units: int
-    bad_bytes: int
-    lines_cut: int
-    binary_files: int
-    bytes_read: int
-
-
 class _Marks:
     """Corpus counters attributed to units, so a checkpoint never counts read-ahead units.
 
     ``nlp.pipe`` reads units ahead of the Docs it yields; the counters at a Doc are those carried
-    by its unit, added to what the run had counted before it resumed.
+    by its unit, added to what the run had counted before it resumed. ``source``: the corpus
+    being read, or the reading replayed (either holds the files skipped as binary).
     """
 
-    def __init__(self, corpus: Corpus | TextCorpus, stats: RunStats) -> None:
-        self.corpus, self.stats = corpus, stats
+    def __init__(self, stats: RunStats, source: Corpus | TextCorpus | ShardReading) -> None:
+        self.stats, self.source = stats, source
         self.before = (stats.text_units, stats.bad_bytes, stats.lines_cut)
         self.binary_before = list(stats.binary_files_skipped)
 
-    def units(self, start: Position, stop: Position | None) -> Iterator[tuple[str, _Mark]]:
-        corpus = self.corpus
-        for number, (text, position) in enumerate(corpus.units(start, stop), start=1):
-            counts = (corpus.bad_bytes, corpus.lines_cut, len(corpus.binary_files))
-            yield text, _Mark(text, position, number, *counts, corpus.bytes_read)
-
-    def count_up_to(self, mark: _Mark) -> None:
+    def count_up_to(self, mark: UnitMark) -> None:
         self._count(mark.text_units, mark.bad_bytes, mark.lines_cut, mark.binary_files)
 
-    def count_all(self) -> None:
+    def count_all(self, end: UnitMark) -> None:
         """At the end of the corpus: files after the last unit count too."""
         units = self.stats.text_units - self.before[0]
-        corpus = self.corpus
-        self._count(units, corpus.bad_bytes, corpus.lines_cut, len(corpus.binary_files))
+        self._count(units, end.bad_bytes, end.lines_cut, end.binary_files)
 
     def _count(self, units: int, bad_bytes: int, lines_cut: int, binary_files: int) -> None:
         units_before, bad_before, cut_before = self.before
@@ -262,5 +259,5 @@ class _Marks:
         self.stats.bad_bytes = bad_before + bad_bytes
         self.stats.lines_cut = cut_before + lines_cut
         if len(self.stats.binary_files_skipped) != len(self.binary_before) + binary_files:
-            skipped = [str(path) for path in self.corpus.binary_files[:binary_files]]
+            skipped = [str(path) for path in self.source.binary_files[:binary_files]]
             self.stats.binary_files_skipped = self.binary_before + skipped

@@ -1,11 +1,13 @@
 """``max_contexts`` across shards: each entry's first N occurrences in corpus order, and no more.
 
 Shards read at the same time cannot know what the shards before them take, so a pass with
-``max_contexts`` over several shards counts each shard's occurrences first (matching only, no
-tokenizing), in shard order, and a shard is read once every shard before it is counted. For each
-entry the :class:`QuotaPlan` keeps the shard where its first N occurrences end and how many of them
-fall there: a shard before that one may take all of the entry's occurrences, that shard the rest,
-a later one none. The plan is a few arrays over the vocabulary, whatever the number of shards.
+``max_contexts`` over several shards counts each shard's occurrences first (segmenting and
+matching, no subword tokenizing), in shard order, and a shard is read once every shard before it
+is counted. Counting keeps what it read (:mod:`.reading`), so reading the shard then replays it.
+For each entry the :class:`QuotaPlan` keeps the shard where its first N occurrences end and how
+many of them fall there: a shard before that one may take all of the entry's occurrences, that
+shard the rest, a later one none. The plan is a few arrays over the vocabulary, whatever the
+number of shards.
 
 A pass in one shard needs no counting: it takes N of each entry and stops reading once every entry
 has its N. A pass over several shards stops at the same place: the shard holding the last entry's

@@ -2,8 +2,10 @@
 
 With ``max_contexts`` over several shards, a shard is read once every shard before it is
 counted (see :mod:`.quotas`); counting runs a shard or two ahead of reading, so the first batch
-comes as soon as in a pass without quotas. Once the counts show where every entry has had its N,
-the shards after that one are skipped: never counted, never read.
+comes as soon as in a pass without quotas. A shard's counting keeps what it read
+(:class:`~.reading.ShardReading`), and the shard's reading replays it: the corpus is read once.
+Once the counts show where every entry has had its N, the shards after that one are skipped:
+never counted, never read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..text.corpus import START, Corpus, Position, TextCorpus
 from ..text.shards import Shard, plan_shards
 from .messages import Counted, CountShard, EncodeShard, Task
 from .quotas import EntryCounts, QuotaPlan
+from .reading import ShardReading
 from .state import PassState, ShardState
 
 
@@ -53,6 +56,8 @@ class Schedule:
         first = self.quotas.counted if self.quotas is not None else 0
         self.to_count = list(range(first, len(self.shards) - 1)) if counting else []
         self.arrived: dict[int, EntryCounts] = {}  # counts that came before an earlier shard's
+        self.readings: dict[int, ShardReading] = {}  # of shards counted and not yet handed out
+        self.counting: set[int] = set()  # shards whose counts are handed out and not yet in
         self.running = 0  # tasks handed out and not finished
 
     @property
@@ -63,24 +68,27 @@ class Schedule:
     def next_task(self) -> Task | None:
         """The next task to hand out, if one can start now.
 
-        The first shard left to read, once the shards before it are counted; else the next
-        shard to count.
+        The first shard left to read, once the shards before it are counted (and its own
+        counting, if handed out, has come with the reading to replay); else the next shard to
+        count.
         """
-        if self.to_read and self._planned(self.to_read[0]):
+        if self.to_read and self._ready(self.to_read[0]):
             index = self.to_read.pop(0)
             allowance = self.quotas.allowance(index) if self.quotas is not None else None
             state = self.shards[index].without_leftover()
-            task: Task = EncodeShard(index, state, allowance)
+            task: Task = EncodeShard(index, state, allowance, self.readings.pop(index, None))
         elif self.to_count:
             index = self.to_count.pop(0)
             task = CountShard(index, self.shards[index].shard)
+            self.counting.add(index)
         else:
             return None
         self.running += 1
         return task
 
-    def _planned(self, index: int) -> bool:
-        return self.quotas is None or index <= self.quotas.counted
+    def _ready(self, index: int) -> bool:
+        planned = self.quotas is None or index <= self.quotas.counted
+        return planned and index not in self.counting
 
     def finished(self) -> None:
         """A task handed out has ended (a shard's last chunk, or its counts, came)."""
@@ -97,6 +105,10 @@ class Schedule:
         if quotas is None:
             raise ValueError("counts came for a pass without quotas")
         self.arrived[message.shard] = message.counts
+        self.counting.discard(message.shard)
+        state = self.shards[message.shard]
+        if state.position == state.shard.start:  # a resumed shard reads on from its position
+            self.readings[message.shard] = message.reading
         while quotas.counted in self.arrived:
             quotas.add(self.arrived.pop(quotas.counted))
         last = quotas.last_shard_read()
@@ -106,6 +118,7 @@ class Schedule:
         self.to_read = [index for index in self.to_read if index <= last]
         self.to_count = [index for index in self.to_count if index <= last]
         for index in skipped:
+            self.readings.pop(index, None)
             self.shards[index] = ShardState.fresh(self.shards[index].shard, skipped=True)
         return skipped
 
