@@ -241,9 +241,17 @@ def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
     np.testing.assert_array_equal(counted.dense(len(job.vocab)), taken)
 
 
-@pytest.mark.parametrize("allowance", [None, [2, 2, 2, 0, 0]])
+@pytest.mark.parametrize(
+    ("allowance", "exhausted"),
+    [
+        (None, None),
+        ([2, 2, 2, 0, 0], None),
+        # Counted when the entries "river" and "bank" had their N: left out of the reading.
+        ([NEVER, NEVER, NEVER, 0, 0], [False, False, False, True, True]),
+    ],
+)
 def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
-    job, tmp_path, allowance
+    job, tmp_path, allowance, exhausted
 ):
     import pickle
 
@@ -262,7 +270,11 @@ def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
     shard = plan_shards(files, shard_bytes=10**9)[0]
     limit = None if allowance is None else np.array(allowance)
     task = EncodeShard(0, ShardState.fresh(shard), limit)
-    counted = pickle.loads(pickle.dumps(producer().count(CountShard(0, shard))))
+    left_out = None if exhausted is None else np.array(exhausted)
+    counted = pickle.loads(pickle.dumps(producer().count(CountShard(0, shard, left_out))))
+    if left_out is not None:
+        assert not set(counted.reading.spans[:, 2].tolist()) & {3, 4}
+        assert counted.counts.entries.tolist() == [0, 1, 2]
     read = list(producer().chunks(task))
     replayed = list(producer().chunks(replace(task, reading=counted.reading)))
     assert len(replayed) == len(read) > (allowance is None)
@@ -279,10 +291,19 @@ def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
             (i.ids.tolist(), i.occurrences.tolist()) for i in b.inputs
         ]
     stats = read[-1].stats
-    if allowance is None:
+    if not stats.stopped_early:
         assert stats.binary_files_skipped and stats.bad_bytes and stats.lines_cut
     else:  # the entries that may take some have them within the first file
         assert stats.stopped_early and not stats.binary_files_skipped
+
+
+def test_counting_keeps_every_entry_for_the_sentence_targets_which_name_them_all(job):
+    shard = plan_shards(job.corpus.files, shard_bytes=10**9)[0]
+    everything = np.ones(len(job.vocab), dtype=bool)
+    targets = replace(job, config=job.config.replace(sentence_targets=10)).producer()
+    kept = targets.count(CountShard(0, shard, everything))
+    assert kept.counts.entries.tolist() == [0, 1, 2]  # the corpus holds no "river" or "bank"
+    assert not len(job.producer().count(CountShard(0, shard, everything)).counts)
 
 
 def _reading(entries: list[int]) -> ShardReading:

@@ -100,14 +100,24 @@ def test_quotas_take_the_first_n_occurrences_in_corpus_order():
                 taken[shard, entry], left = take, left - take
         # A shard may take its allowance once the shards before it are counted; the last one
         # is never counted. Whether counted later or not, each shard's allowance is the same.
+        # A shard's counting leaves out the entries the plan showed had their N when it was
+        # handed out, at any time since the shards before it could be counted.
         plan = QuotaPlan.fresh(counts.shape[1], limit)
+        shown = [plan.exhausted()]
         for shard in range(counts.shape[0]):
             before = plan.allowance(shard)
             if shard < counts.shape[0] - 1:
-                plan.add(EntryCounts.of(np.repeat(np.arange(counts.shape[1]), counts[shard])))
+                left_out = shown[int(rng.integers(0, len(shown)))]
+                found = np.where(left_out, 0, counts[shard])
+                plan.add(EntryCounts.of(np.repeat(np.arange(counts.shape[1]), found)))
+                shown.append(plan.exhausted())
                 after = plan.allowance(shard)
                 np.testing.assert_array_equal(np.minimum(after, counts[shard]), taken[shard])
             np.testing.assert_array_equal(np.minimum(before, counts[shard]), taken[shard])
+        # The counts the plan keeps are the same whatever was left out: to each entry's N-th.
+        reached = np.where(plan.exhausted(), plan.reached_in, counts.shape[0] - 2)
+        upto = np.arange(counts.shape[0] - 1)[:, None] <= reached[None, :]
+        np.testing.assert_array_equal(plan.before, (counts[:-1] * upto).sum(axis=0))
         # Where every entry has had its N in the shards counted, the shards after are not read.
         every = np.flatnonzero((counts[:-1].cumsum(axis=0) >= limit).all(axis=1))
         assert plan.last_shard_read() == (int(every[0]) if len(every) else None)

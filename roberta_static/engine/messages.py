@@ -40,10 +40,15 @@ class EncodeShard:
 
 @dataclass(frozen=True)
 class CountShard:
-    """Count each entry's occurrences in a shard, keeping what reading it found."""
+    """Count each entry's occurrences in a shard, keeping what reading it found.
+
+    ``exhausted``: per entry, whether it has its N before this shard; its occurrences here are
+    neither counted nor kept (``None``: every entry's are).
+    """
 
     shard: int
     span: Shard
+    exhausted: np.ndarray | None = None
 
 
 Task = EncodeShard | CountShard

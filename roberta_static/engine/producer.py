@@ -94,15 +94,26 @@ class Producer:
         yield self._chunk(task.shard, (pending, targets, taken), state, end_bytes, True)
 
     def count(self, task: CountShard) -> Counted:
-        """Occurrences of each entry in a shard, with the reading that found them."""
+        """Occurrences of each entry in a shard, with the reading that found them.
+
+        Entries ``exhausted`` are left out of both, unless the pass keeps sentence targets (which
+        name every entry of a sentence).
+        """
         span = task.span
-        units = self._units(span.start, span.stop)
+        exhausted = None if self.config.sentence_targets else task.exhausted
+        units = self._units(span.start, span.stop, exhausted)
         reading = ShardReading.record(units, self.corpus)
         return Counted(task.shard, reading.counts(), reading)
 
-    def _units(self, start: Position, stop: Position | None) -> Iterator[MatchedUnit]:
-        """The units from ``start`` to ``stop``: each one's mark, sentences, and those matched."""
+    def _units(
+        self, start: Position, stop: Position | None, exhausted: np.ndarray | None = None
+    ) -> Iterator[MatchedUnit]:
+        """The units from ``start`` to ``stop``: each one's mark, sentences, and those matched.
+
+        ``exhausted``: per entry, whether its occurrences are left out.
+        """
         corpus = self.corpus
+        left_out = exhausted.tolist() if exhausted is not None and exhausted.any() else None
 
         def marked() -> Iterator[tuple[str, UnitMark]]:
             for number, (text, position) in enumerate(corpus.units(start, stop), start=1):
@@ -111,6 +122,13 @@ class Producer:
 
         for doc, mark in segment(self.nlp, marked()):
             sentences = list(self.matcher(doc, mark.text))
+            if left_out is not None:
+                sentences = [
+                    MatchedSentence(
+                        sentence.text, [s for s in sentence.spans if not left_out[s[2]]]
+                    )
+                    for sentence in sentences
+                ]
             yield mark, len(sentences), [sentence for sentence in sentences if sentence.spans]
 
     def _chunk(

@@ -67,7 +67,8 @@ class QuotaPlan:
         reached_in: Per entry, the shard holding its N-th occurrence (``NEVER`` while the shards
             counted hold fewer).
         last_quota: Per entry, its occurrences that the shard ``reached_in`` may take.
-        before: Per entry, its occurrences in the shards counted.
+        before: Per entry, its occurrences in the shards counted, up to the one holding its N-th
+            (later shards need not count an entry that has its N).
         counted: How many shards are counted, from the first.
 
     """
@@ -86,9 +87,11 @@ class QuotaPlan:
 
     def add(self, counts: EntryCounts) -> None:
         """Count the next shard (``counted``)."""
+        open_entries = self.before < self.limit
         after = self.before.copy()
         after[counts.entries] += counts.counts
-        reached = (self.before < self.limit) & (after >= self.limit)
+        after[~open_entries] = self.before[~open_entries]
+        reached = open_entries & (after >= self.limit)
         self.reached_in[reached] = self.counted
         self.last_quota[reached] = self.limit - self.before[reached]
         self.before = after
@@ -106,6 +109,10 @@ class QuotaPlan:
         allowed = np.where(self.reached_in == shard, self.last_quota, NEVER)
         allowed[self.reached_in < shard] = 0
         return allowed
+
+    def exhausted(self) -> np.ndarray:
+        """Per entry, whether the shards counted hold its N: a later shard takes none of it."""
+        return self.reached_in != NEVER
 
     def last_shard_read(self) -> int | None:
         """The shard where every entry has had its N, if the shards counted hold it."""

@@ -10,8 +10,10 @@ flat arrays and one list of strings.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -85,39 +87,42 @@ class ShardReading:
     @classmethod
     def record(cls, units: Iterable[MatchedUnit], corpus: Corpus | TextCorpus) -> ShardReading:
         """Keep ``units``, read from ``corpus`` to the shard's end."""
-        marks, sentences, matched, texts, span_counts = [], [], [], [], []
-        spans: list[tuple[int, int, int]] = []
+        marks, sentences, matched = array("q"), array("q"), array("q")
+        texts: list[str] = []
+        span_counts, spans = array("q"), array("q")
         for mark, count, found in units:
-            marks.append(mark.row())
+            marks.extend(mark.row())
             sentences.append(count)
             matched.append(len(found))
             for sentence in found:
                 texts.append(sentence.text)
                 span_counts.append(len(sentence.spans))
-                spans += sentence.spans
+                spans.extend(chain.from_iterable(sentence.spans))
         return cls(
-            np.array(marks, dtype=np.int64).reshape(-1, 9),
-            np.array(sentences, dtype=np.int64),
-            np.array(matched, dtype=np.int64),
+            np.frombuffer(marks, dtype=np.int64).reshape(-1, 9),
+            np.frombuffer(sentences, dtype=np.int64),
+            np.frombuffer(matched, dtype=np.int64),
             texts,
-            np.array(span_counts, dtype=np.int64),
-            np.array(spans, dtype=np.int64).reshape(-1, 3),
+            np.frombuffer(span_counts, dtype=np.int64),
+            np.frombuffer(spans, dtype=np.int64).reshape(-1, 3),
             UnitMark.at_end(corpus).row(),
             list(corpus.binary_files),
         )
 
     def units(self) -> Iterator[MatchedUnit]:
         """The units as they were read."""
-        spans = iter(map(tuple, self.spans.tolist()))
         texts = iter(self.texts)
-        span_counts = iter(self.span_counts.tolist())
+        span_ends = iter(np.cumsum(self.span_counts).tolist())
+        start = 0
         for row, count, found in zip(
             self.marks.tolist(), self.sentences.tolist(), self.matched.tolist(), strict=True
         ):
-            sentences = [
-                MatchedSentence(next(texts), [next(spans) for _ in range(next(span_counts))])
-                for _ in range(found)
-            ]
+            sentences = []
+            for _ in range(found):
+                end = next(span_ends)
+                spans = list(map(tuple, self.spans[start:end].tolist()))
+                sentences.append(MatchedSentence(next(texts), spans))
+                start = end
             yield UnitMark.of_row(row), count, sentences
 
     @property

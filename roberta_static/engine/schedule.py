@@ -79,7 +79,8 @@ class Schedule:
             task: Task = EncodeShard(index, state, allowance, self.readings.pop(index, None))
         elif self.to_count:
             index = self.to_count.pop(0)
-            task = CountShard(index, self.shards[index].shard)
+            exhausted = self.quotas.exhausted() if self.quotas is not None else None
+            task = CountShard(index, self.shards[index].shard, exhausted)
             self.counting.add(index)
         else:
             return None
