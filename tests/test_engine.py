@@ -311,9 +311,8 @@ def _reading(entries: list[int]) -> ShardReading:
     spans = np.array([[0, 1, entry] for entry in entries], dtype=np.int64).reshape(-1, 3)
     one = np.ones(1, dtype=np.int64)
     mark = (0, 0, 1, 1, 1, 0, 0, 0, 10)
-    return ShardReading(
-        np.array([mark]), one, one, ["x"], np.array([len(entries)]), spans, mark, []
-    )
+    counts = np.array([len(entries)])
+    return ShardReading(np.array([mark]), one, one, "x", one, counts, spans, mark, [])
 
 
 def test_a_shard_counted_is_read_from_its_counting_once_its_own_counts_are_in():
@@ -332,7 +331,7 @@ def test_a_shard_counted_is_read_from_its_counting_once_its_own_counts_are_in():
     schedule.counted(Counted(1, counted.counts(), pickle.loads(pickle.dumps(counted))))
     read = schedule.next_task()
     assert isinstance(read, EncodeShard) and read.shard == 1
-    assert read.reading.texts == ["x"] and read.reading.counts().counts.tolist() == [1, 1]
+    assert read.reading.text == "x" and read.reading.counts().counts.tolist() == [1, 1]
     assert read.allowance.tolist() == [1, NEVER]  # entry 0's second occurrence is here
     last = schedule.next_task()
     assert isinstance(last, EncodeShard) and last.shard == 2 and last.reading is None

@@ -67,9 +67,10 @@ class ShardReading:
         marks: Per unit, :meth:`UnitMark.row`.
         sentences: Per unit, its sentences.
         matched: Per unit, its sentences that hold an occurrence.
-        texts: Those sentences' texts, in order.
+        text: Those sentences' texts, one after another.
+        text_ends: Where each of them ends in ``text``.
         span_counts: Per such sentence, its occurrences.
-        spans: Every occurrence, ``(start_char, end_char, entry_id)``.
+        spans: Every occurrence, ``(start_char, end_char, entry_id)`` (32-bit).
         end: The corpus counters once the shard is read (a :meth:`UnitMark.row`).
         binary_files: The files skipped as binary.
 
@@ -78,7 +79,8 @@ class ShardReading:
     marks: np.ndarray
     sentences: np.ndarray
     matched: np.ndarray
-    texts: list[str]
+    text: str
+    text_ends: np.ndarray
     span_counts: np.ndarray
     spans: np.ndarray
     end: tuple[int, ...]
@@ -88,41 +90,49 @@ class ShardReading:
     def record(cls, units: Iterable[MatchedUnit], corpus: Corpus | TextCorpus) -> ShardReading:
         """Keep ``units``, read from ``corpus`` to the shard's end."""
         marks, sentences, matched = array("q"), array("q"), array("q")
+        # One string, not one per sentence: the reading crosses processes as a few buffers.
         texts: list[str] = []
-        span_counts, spans = array("q"), array("q")
+        text_ends = array("q")
+        end = 0
+        # Offsets within a sentence (a unit is at most 100,000 characters) and entry ids fit in
+        # 32 bits: half the bytes of the spans, the bulk of a reading.
+        span_counts, spans = array("q"), array("i")
         for mark, count, found in units:
             marks.extend(mark.row())
             sentences.append(count)
             matched.append(len(found))
             for sentence in found:
                 texts.append(sentence.text)
+                end += len(sentence.text)
+                text_ends.append(end)
                 span_counts.append(len(sentence.spans))
                 spans.extend(chain.from_iterable(sentence.spans))
         return cls(
             np.frombuffer(marks, dtype=np.int64).reshape(-1, 9),
             np.frombuffer(sentences, dtype=np.int64),
             np.frombuffer(matched, dtype=np.int64),
-            texts,
+            "".join(texts),
+            np.frombuffer(text_ends, dtype=np.int64),
             np.frombuffer(span_counts, dtype=np.int64),
-            np.frombuffer(spans, dtype=np.int64).reshape(-1, 3),
+            np.frombuffer(spans, dtype=np.int32).reshape(-1, 3),
             UnitMark.at_end(corpus).row(),
             list(corpus.binary_files),
         )
 
     def units(self) -> Iterator[MatchedUnit]:
         """The units as they were read."""
-        texts = iter(self.texts)
+        text_ends = iter(self.text_ends.tolist())
         span_ends = iter(np.cumsum(self.span_counts).tolist())
-        start = 0
+        start = text_start = 0
         for row, count, found in zip(
             self.marks.tolist(), self.sentences.tolist(), self.matched.tolist(), strict=True
         ):
             sentences = []
             for _ in range(found):
-                end = next(span_ends)
+                end, text_end = next(span_ends), next(text_ends)
                 spans = list(map(tuple, self.spans[start:end].tolist()))
-                sentences.append(MatchedSentence(next(texts), spans))
-                start = end
+                sentences.append(MatchedSentence(self.text[text_start:text_end], spans))
+                start, text_start = end, text_end
             yield UnitMark.of_row(row), count, sentences
 
     @property
