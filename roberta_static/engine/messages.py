@@ -29,13 +29,13 @@ class EncodeShard:
 
     ``allowance``: per entry (see :meth:`~.quotas.QuotaPlan.allowance`); ``None``: all.
     ``reading``: the shard as its counting read it, replayed instead of reading it again (a
-    shard not begun); the Ray engine sends a reference to it instead, resolved where it runs.
+    shard not begun).
     """
 
     shard: int
     state: ShardState
     allowance: np.ndarray | None = None
-    reading: ShardReading | Any = None
+    reading: ShardReading | None = None
 
 
 @dataclass(frozen=True)
@@ -94,14 +94,11 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Counted:
-    """The occurrences of each entry in a shard, and the reading that found them.
-
-    ``reading``: a :class:`~.reading.ShardReading`, or the Ray engine's reference to one.
-    """
+    """The occurrences of each entry in a shard, and the reading that found them (if kept)."""
 
     shard: int
     counts: EntryCounts
-    reading: ShardReading | Any
+    reading: ShardReading | None
 
 
 @dataclass(frozen=True)

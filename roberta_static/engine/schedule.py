@@ -108,7 +108,8 @@ class Schedule:
         self.arrived[message.shard] = message.counts
         self.counting.discard(message.shard)
         state = self.shards[message.shard]
-        if state.position == state.shard.start:  # a resumed shard reads on from its position
+        # A resumed shard reads on from its position.
+        if message.reading is not None and state.position == state.shard.start:
             self.readings[message.shard] = message.reading
         while quotas.counted in self.arrived:
             quotas.add(self.arrived.pop(quotas.counted))
