@@ -5,7 +5,7 @@ A pass with ``max_contexts`` over several shards counts a shard before the shard
 the :class:`ShardReading` it records keeps the sentences that hold an occurrence and each unit's
 resume position and counters, so the shard's reading replays them instead of reading the shard
 a second time. It travels from the counting task to the reading task through the pass loop, as
-flat arrays and one list of strings.
+flat arrays and one string (the Ray engine's tasks drop it: see :mod:`.ray.tasks`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 With ``max_contexts`` over several shards, a shard is read once every shard before it is
 counted (see :mod:`.quotas`); counting runs a shard or two ahead of reading, so the first batch
 comes as soon as in a pass without quotas. A shard's counting keeps what it read
-(:class:`~.reading.ShardReading`), and the shard's reading replays it: the corpus is read once.
+(:class:`~.reading.ShardReading`), and the shard's reading replays it: the corpus is read once
+(where the feeder hands readings back: Ray's tasks do not, and their shards are read again).
 Once the counts show where every entry has had its N, the shards after that one are skipped:
 never counted, never read.
 """
