@@ -52,9 +52,8 @@ def _producer(run: str, setup: ProducerSetup) -> Producer:
 def count_shard(run: str, setup: ProducerSetup, task: CountShard) -> Counted:
     """A Ray task: occurrences of each entry in one shard (for the quotas), without its reading.
 
-    The shard is read again to be encoded: readings sent through Ray's object store (by value or
-    by reference) made a pass over 100,000 files take 0.5 to 0.8 GB more memory and, by
-    reference, half the rate (throughput report, Scale).
+    The shard is read again to be encoded: readings sent through Ray's object store took more
+    memory than reading again takes time (see CHANGELOG.md).
     """
     with _one_line_errors():
         return replace(_producer(run, setup).count(task), reading=None)
