@@ -65,6 +65,17 @@ def patterns_of(vocab: Vocabulary) -> VocabPatterns:
     return VocabPatterns.of(load_segmenter("en"), vocab)
 
 
+def test_a_file_gone_after_the_listing_stops_the_shard_plan_with_one_line_naming_it(tmp_path):
+    from roberta_static.errors import CorpusError
+
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("A cat sat.\n" * 500)
+    corpus = Corpus([tmp_path])
+    (tmp_path / "b.txt").unlink()  # while the model loads, say
+    with pytest.raises(CorpusError, match=r"b\.txt: cannot read \(No such file"):
+        plan_shards(corpus.files, 1_000, sizes=corpus.sizes)
+
+
 def test_many_small_files_share_shards_and_a_compressed_file_is_never_cut(tmp_path):
     import gzip
 

@@ -119,7 +119,7 @@ def check_readable(files: Sequence[Path]) -> None:
 
 def _check_openable(path: Path) -> None:
     """Raise :class:`CorpusError` if ``path`` is gone or this process may not read it."""
-    with _read_errors(path):
+    with read_errors(path):
         path.stat()
         if not os.access(path, os.R_OK):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
@@ -132,7 +132,7 @@ def _first_block(path: Path) -> str:
         CorpusError: See :func:`check_readable`.
 
     """
-    with _read_errors(path):
+    with read_errors(path):
         stat = path.stat()
     return _checked_first_block(path, stat.st_size, stat.st_mtime_ns)
 
@@ -140,7 +140,7 @@ def _first_block(path: Path) -> str:
 @functools.lru_cache(maxsize=4096)
 def _checked_first_block(path: Path, size: int, mtime_ns: int) -> str:
     """:func:`_first_block`, once per file content (``size`` and ``mtime_ns`` key the cache)."""
-    with _read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
+    with read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
         binary = _looks_binary(stream, 0)
         empty = not stream.read(1)
     if is_compressed(path) and not is_whole(path):
@@ -265,7 +265,7 @@ class Corpus:
             end = stop.offset if stop is not None and index == stop.file else None
             if end == 0:
                 break
-            with _read_errors(path), open(path, "rb") as raw:
+            with read_errors(path), open(path, "rb") as raw:
                 stream = self._open(path, raw)
                 if _looks_binary(stream, resume.offset):
                     if resume.offset == 0:  # a file's later shards are not listed again
@@ -395,7 +395,7 @@ class TextCorpus:
 
 
 @contextmanager
-def _read_errors(path: Path) -> Iterator[None]:
+def read_errors(path: Path) -> Iterator[None]:
     """Turn a damaged, truncated or unreadable file into one :class:`CorpusError` naming it.
 
     The decompressors report damage in several ways (``EOFError``, ``gzip.BadGzipFile``,
@@ -518,7 +518,7 @@ class CorpusIdentity:
         digests = bytearray(known.digests[: reused * _DIGEST_BYTES] if known is not None else b"")
         for index in range(reused, count):
             path = files[index]
-            with _read_errors(path):
+            with read_errors(path):
                 end = position.offset if reading and index == count - 1 else path.stat().st_size
                 digests += _sampled_digest(path, end)
             sizes.append(end)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus import Position, is_compressed
+from .corpus import Position, is_compressed, read_errors
 
 SHARD_BYTES = 8_000_000  # the largest shard: what one worker holds up at the end of a run
 MIN_SHARD_BYTES = 64_000
@@ -64,7 +64,7 @@ def _line_cuts(path: Path, size: int, first: int, then: int) -> list[tuple[int, 
     """
     cuts: list[tuple[int, int]] = []
     offset, line, target = 0, 1, max(first, 1)
-    with open(path, "rb") as handle:
+    with read_errors(path), open(path, "rb") as handle:
         while block := handle.read(_READ_BYTES):
             start = 0
             while offset + len(block) > target:
