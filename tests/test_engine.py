@@ -5,7 +5,6 @@ vectors whichever engine, stopped or not) are in test_pipeline, test_checkpoint,
 
 from __future__ import annotations
 
-import pickle
 import threading
 from array import array
 from dataclasses import asdict, replace
@@ -253,8 +252,6 @@ def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
 def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
     job, tmp_path, allowance, exhausted
 ):
-    import pickle
-
     # Counters of every kind: a binary file skipped, undecodable bytes, a line cut for length.
     (tmp_path / "a.txt").write_text("\n".join(CORPUS_LINES * 4) + "\n", encoding="utf-8")
     (tmp_path / "b.bin").write_bytes(b"the cat\0\0\n")
@@ -264,14 +261,14 @@ def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
     files = [tmp_path / name for name in ("a.txt", "b.bin", "c.txt")]
     config = job.config.replace(chunk_sentences=3)
 
-    def producer():  # each in a process of its own: the replay reads nothing
+    def producer():  # each as in a process of its own: the replay reads nothing
         return replace(job, corpus=Corpus(files), config=config).producer()
 
     shard = plan_shards(files, shard_bytes=10**9)[0]
     limit = None if allowance is None else np.array(allowance)
     task = EncodeShard(0, ShardState.fresh(shard), limit)
     left_out = None if exhausted is None else np.array(exhausted)
-    counted = pickle.loads(pickle.dumps(producer().count(CountShard(0, shard, left_out))))
+    counted = producer().count(CountShard(0, shard, left_out))
     if left_out is not None:
         assert not set(counted.reading.spans[:, 2].tolist()) & {3, 4}
         assert counted.counts.entries.tolist() == [0, 1, 2]
@@ -328,7 +325,7 @@ def test_a_shard_counted_is_read_from_its_counting_once_its_own_counts_are_in():
     schedule.counted(Counted(0, EntryCounts.of([0]), _reading([0])))
     assert schedule.next_task() is None  # shard 1 is planned, but its own counting is out
     counted = _reading([0, 1])
-    schedule.counted(Counted(1, counted.counts(), pickle.loads(pickle.dumps(counted))))
+    schedule.counted(Counted(1, counted.counts(), counted))
     read = schedule.next_task()
     assert isinstance(read, EncodeShard) and read.shard == 1
     assert read.reading.text == "x" and read.reading.counts().counts.tolist() == [1, 1]
