@@ -6,6 +6,7 @@ vectors whichever engine, stopped or not) are in test_pipeline, test_checkpoint,
 from __future__ import annotations
 
 import threading
+import tracemalloc
 from array import array
 from dataclasses import asdict, replace
 
@@ -91,10 +92,14 @@ def test_the_accumulator_sums_per_entry_and_goes_on_from_a_saved_state():
     first.add(vectors, occurrences.entries)
     sums, counts = first.state()
     assert sums[:, 0].tolist() == [1, 0, 2] and counts.tolist() == [1, 0, 2]
+    rows = np.flatnonzero(counts)
+    assert first.sums_of(rows)[:, 0].tolist() == [1, 2]
     second = Accumulator(3, 1)
-    second.restore(sums, counts)
+    second.add(vectors, occurrences.entries)  # what it held before is replaced
+    second.restore(rows, sums[rows], counts[rows])
     second.add(vectors, occurrences.entries)
     assert second.state()[0][:, 0].tolist() == [2, 0, 4]
+    assert second.state()[1].tolist() == [2, 0, 4]
 
 
 # --- the pass state ------------------------------------------------------------------------
@@ -120,6 +125,25 @@ def test_a_state_keeps_the_entries_seen_only_and_knows_which_occur():
     assert means.dtype == np.float32 and means[2].tolist() == [1, 1]
     # Occurring: seen in a shard done, or taken in one being read (whether encoded or not).
     assert state.occurring(5).tolist() == [False, True, False, True, False]
+
+
+def test_the_means_are_rounded_once_and_need_no_dense_float64_copy():
+    rng = np.random.default_rng(0)
+    entries, dim, rows = 50_000, 64, np.array([3, 17, 49_999])
+    sums, counts = rng.normal(size=(3, dim)) * 1e3, np.array([7, 1, 3])
+    state = PassState(rows, sums, counts)
+    tracemalloc.start()
+    try:
+        means, dense_counts = state.means(entries)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The float32 means themselves, and nothing the size of the float64 sums of every entry.
+    assert peak < entries * dim * 8 * 0.6
+    assert means.dtype == np.float32 and not means[np.setdiff1d(np.arange(entries), rows)].any()
+    expected = (sums / counts[:, None]).astype(np.float32)
+    assert means[rows].tobytes() == expected.tobytes()
+    assert dense_counts[rows].tolist() == [7, 1, 3] and dense_counts.sum() == 11
 
 
 def test_entry_counts_add_up_whatever_entries_each_part_holds():
@@ -200,6 +224,22 @@ def test_a_snapshot_of_the_encoders_sums_is_taken_under_their_lock(job):
     finally:
         pool.lock = lock
         pool.close()
+
+
+def test_a_snapshot_holds_the_entries_summed_only_added_encoder_by_encoder(job):
+    pool = EncoderThreads([job.encoder, job.encoder], len(job.vocab), job.dim, job.config)
+    try:
+        first, second = pool.accumulators
+        first.sums[1], first.counts[1] = 0.1, 1
+        second.sums[1], second.counts[1] = 0.2, 2
+        second.sums[3], second.counts[3] = 0.3, 1
+        snapshot = pool.snapshot()
+    finally:
+        pool.close()
+    assert snapshot.rows.tolist() == [1, 3] and snapshot.counts.tolist() == [3, 1]
+    assert snapshot.sums.shape == (2, job.dim)
+    assert (snapshot.sums[0] == np.float64(0.1) + np.float64(0.2)).all()
+    assert (snapshot.sums[1] == 0.3).all()
 
 
 # --- the producer --------------------------------------------------------------------------

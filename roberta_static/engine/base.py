@@ -93,13 +93,15 @@ class Feeder(Protocol):
 
 @dataclass
 class Sums:
-    """What an encoder pool has summed: dense sums and counts, its counters, and the batches.
+    """What an encoder pool has summed: the entries summed, their sums and counts, the batches.
 
-    ``tickets``: the batches summed since the pool last said (by :meth:`EncoderPool.summed` or
-    here); the sums hold them and every batch before. ``targets``: the sentence targets those
-    batches offered, when the pass keeps them.
+    ``rows``: the entries with a count, ascending; ``sums`` (``[len(rows), dim]``, float64) and
+    ``counts`` are theirs. ``tickets``: the batches summed since the pool last said (by
+    :meth:`EncoderPool.summed` or here); the sums hold them and every batch before. ``targets``:
+    the sentence targets those batches offered, when the pass keeps them.
     """
 
+    rows: np.ndarray
     sums: np.ndarray
     counts: np.ndarray
     stats: RunStats

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..config import DistillConfig
 from ..model.batches import Batch
 from ..model.encoder import Encoder
@@ -78,7 +80,7 @@ class EncoderThreads:
 
     def restore(self, state: PassState) -> None:
         """The resumed sums and encoder counters go to the first encoder."""
-        self.accumulators[0].restore(*state.dense(self.entries))
+        self.accumulators[0].restore(state.rows, state.sums, state.counts)
         self.stats[0] = RunStats.merged([state.stats])
         if state.targets is not None:
             self.resumed_targets = state.targets
@@ -100,18 +102,25 @@ class EncoderThreads:
         return done
 
     def snapshot(self) -> Sums:
-        """Sums, counts and counters, merged in a fixed order (encoder by encoder)."""
+        """Sums, counts and counters of the entries summed, merged encoder by encoder.
+
+        Only the entries summed are copied: a dense copy of every encoder's sums would take as
+        much memory again as they do.
+        """
         self._raise_failure()
         with self.lock:  # the threads add under it: sums and tickets are of the same batches
-            (sums, counts), *others = (accumulator.state() for accumulator in self.accumulators)
-            sums, counts = sums.copy(), counts.copy()  # a CPU accumulator's state is its own
-            for more_sums, more_counts in others:  # no stacked copy of every encoder's sums
-                sums += more_sums
-                counts += more_counts
+            first, *others = self.accumulators
+            counts = first.counted()
+            for accumulator in others:
+                counts += accumulator.counted()
+            rows = np.flatnonzero(counts)
+            sums = first.sums_of(rows)
+            for accumulator in others:  # in a fixed order: the same float64 sums every time
+                sums += accumulator.sums_of(rows)
             done, self.done = self.done, []
             stats = RunStats.merged(self.stats)
             targets = _merged([self.resumed_targets, *self.targets])
-        return Sums(sums, counts, stats, done, targets)
+        return Sums(rows, sums, counts[rows], stats, done, targets)
 
     def tokens(self) -> int:
         """Tokens encoded so far."""

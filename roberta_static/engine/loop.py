@@ -180,7 +180,8 @@ class PassLoop:
         """The state of this instant: the pool's sums, and the shards as the ledger has them."""
         sums = self.pool.snapshot()
         self._summed(sums.tickets)
-        return PassState.of_sums(
+        return PassState(
+            sums.rows,
             sums.sums,
             sums.counts,
             sums.stats,

@@ -125,9 +125,17 @@ class PassState:
         return sums, counts
 
     def means(self, entries: int) -> tuple[np.ndarray, np.ndarray]:
-        """Float32 mean vector (zeros where unseen) and count per entry."""
-        sums, counts = self.dense(entries)
-        return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts
+        """Float32 mean vector (zeros where unseen) and count per entry.
+
+        Divided in float64 and rounded once to float32, with no dense float64 copy of the sums.
+        """
+        scaled = np.empty(self.sums.shape, dtype=np.float32)
+        np.divide(self.sums, np.maximum(self.counts, 1)[:, None], out=scaled, casting="same_kind")
+        means = np.zeros((entries, self.sums.shape[1]), dtype=np.float32)
+        means[self.rows] = scaled
+        counts = np.zeros(entries, dtype=np.int64)
+        counts[self.rows] = self.counts
+        return means, counts
 
     def run_stats(self) -> RunStats:
         """Every counter of the pass: the shards' in corpus order, then the encoder side's."""

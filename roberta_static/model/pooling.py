@@ -109,14 +109,25 @@ class Accumulator:
         """Memory of the float64 sums and int64 counts of ``n_entries`` vectors of width ``dim``."""
         return n_entries * (dim * 8 + 8)
 
-    def restore(self, sums: np.ndarray, counts: np.ndarray) -> None:
-        """Go on from saved ``[entries, dim]`` sums and ``[entries]`` counts."""
-        self.sums.copy_(torch.from_numpy(sums).to(self.sums.device))
-        self.counts.copy_(torch.from_numpy(counts).to(self.counts.device))
+    def restore(self, rows: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> None:
+        """Go on from saved sums and counts of the entries ``rows`` (the others: none)."""
+        index = torch.from_numpy(rows).to(self.sums.device)
+        self.sums.zero_()
+        self.counts.zero_()
+        self.sums[index] = torch.from_numpy(sums).to(self.sums.device, self.sums.dtype)
+        self.counts[index] = torch.from_numpy(counts).to(self.counts.device)
 
     def state(self) -> tuple[np.ndarray, np.ndarray]:
         """The sums (float64) and counts, as numpy: a value that adds up across accumulators."""
         return self.sums.cpu().double().numpy(), self.counts.cpu().numpy()
+
+    def counted(self) -> np.ndarray:
+        """Each entry's count so far, as numpy (a copy)."""
+        return self.counts.cpu().numpy().copy()
+
+    def sums_of(self, rows: np.ndarray) -> np.ndarray:
+        """The float64 sums of the entries ``rows``, as numpy (a copy of those rows only)."""
+        return self.sums[torch.from_numpy(rows).to(self.sums.device)].cpu().double().numpy()
 
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The entries summed since the last take, with their sums and counts; zeroed here."""

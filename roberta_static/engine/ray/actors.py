@@ -207,7 +207,8 @@ class RayEncoders:
         """The sums drained so far (a batch in flight or not drained is not in them)."""
         tickets = self.summed()
         stats = RunStats.merged([self.stats])
-        return Sums(self.sums.copy(), self.counts.copy(), stats, tickets, self.targets)
+        rows = np.flatnonzero(self.counts)
+        return Sums(rows, self.sums[rows], self.counts[rows], stats, tickets, self.targets)
 
     def tokens(self) -> int:
         """Tokens encoded in the batches drained."""
