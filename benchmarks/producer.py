@@ -41,7 +41,7 @@ from roberta_static.engine.schedule import whole_corpus
 from roberta_static.engine.state import ShardState
 from roberta_static.model.batches import make_batches
 from roberta_static.text.corpus import Corpus
-from roberta_static.text.segment import load_segmenter
+from roberta_static.text.segment import Segmenter, load_segmenter
 from roberta_static.text.shards import Shard, plan_shards
 from roberta_static.text.vocab import VocabMatcher, Vocabulary
 
@@ -59,7 +59,8 @@ def build_producer(files: list[str], words: list[str], model: str, max_contexts:
     subwords = SubwordEncoder(tokenizer.backend_tokenizer, 512, tokenizer.pad_token_id)
     nlp = load_segmenter(config.lang, config.spacy_model)
     matcher = VocabMatcher.of(nlp, Vocabulary.from_entries(words))
-    return Producer(nlp, matcher, subwords, 8192, Corpus(files), config)
+    segmenter = Segmenter(config.lang, config.spacy_model, nlp)
+    return Producer(segmenter, matcher, subwords, 8192, Corpus(files), config)
 
 
 def _init(files: list[str], words: list[str], model: str, loaded: Any) -> None:

@@ -6,6 +6,8 @@ documents, see ``gensim_corpus.py``) in ``--work``, once:
 - ``files:N``: a folder of N files of three lines each (news articles, posts: one file each);
 - ``onefile:N``: the same bytes as ``files:N``, in one file (the rate to compare against);
 - ``big:MB``: one plain file of about MB megabytes; ``bz2:MB``: the same, compressed;
+- ``open:MB``: like ``big:MB``, each line ending in words never seen before (a real dump's
+  vocabulary keeps growing: numbers, names, misspellings; the text above repeats);
 
 and vocabularies of K entries (the corpus's words by frequency, then its two-word phrases).
 Each run is ``distill`` in a fresh process with a near-free encoder (random weights, one layer,
@@ -41,12 +43,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from extras import needs, packaged_model
 
 LINES_PER_FILE = 3
+NEW_WORD_KINDS = ("ref", "id", "no", "v", "x")  # an open vocabulary: five new words a line
 FILES_PER_FOLDER = 1000  # files of a corpus folder are spread over subfolders of this many
 SAMPLE_SECONDS = 0.25
 # What the issue asks for: the large folders with the large vocabulary, the small vocabulary on
@@ -135,9 +139,18 @@ def build_corpus(work: Path, spec: str) -> Path:
     """The corpus ``spec`` names, written into ``work`` unless it is there."""
     kind, _, size = spec.partition(":")
     number = int(size)
-    builders = {"files": _folder, "onefile": _one_file, "big": _big, "bz2": _compressed}
+    builders = {
+        "files": _folder,
+        "onefile": _one_file,
+        "big": _big,
+        "bz2": _compressed,
+        "open": _open_vocabulary,
+    }
     if kind not in builders:
-        sys.exit(f"error: scale.py: unknown corpus {spec!r} (files:N, onefile:N, big:MB, bz2:MB)")
+        sys.exit(
+            f"error: scale.py: unknown corpus {spec!r} "
+            "(files:N, onefile:N, big:MB, bz2:MB, open:MB)"
+        )
     return builders[kind](work, number)
 
 
@@ -166,11 +179,22 @@ def _one_file(work: Path, count: int) -> Path:
 
 
 def _big(work: Path, megabytes: int) -> Path:
-    path = work / f"big-{megabytes}.txt"
+    return _lines_file(work / f"big-{megabytes}.txt", megabytes, lambda number: "")
+
+
+def _open_vocabulary(work: Path, megabytes: int) -> Path:
+    def new_words(number: int) -> str:
+        return " " + " ".join(f"{kind}{number:x}" for kind in NEW_WORD_KINDS) + "."
+
+    return _lines_file(work / f"open-{megabytes}.txt", megabytes, new_words)
+
+
+def _lines_file(path: Path, megabytes: int, ending: Callable[[int], str]) -> Path:
+    """gensim's lines, each with ``ending(its number)``, up to about ``megabytes``."""
     if not path.exists():
         text, size, parts = text_lines(), 0, []
-        for line in itertools.cycle(text):
-            parts.append(f"{line}\n")
+        for number, line in enumerate(itertools.cycle(text)):
+            parts.append(f"{line}{ending(number)}\n")
             size += len(parts[-1].encode())
             if size >= megabytes * 1_000_000:
                 break

@@ -39,6 +39,16 @@ def test_a_big_file_reaches_its_size_and_its_bz2_holds_the_same_text(tmp_path):
     assert bz2.decompress(compressed.read_bytes()) == plain.read_bytes()
 
 
+def test_an_open_vocabulary_file_is_the_big_file_with_new_words_on_every_line(tmp_path):
+    plain = scale.build_corpus(tmp_path, "big:1").read_text(encoding="utf-8").splitlines()
+    lines = scale.build_corpus(tmp_path, "open:1").read_text(encoding="utf-8").splitlines()
+    pairs = list(zip(lines, plain, strict=False))  # the new words take room: fewer lines
+    assert len(pairs) > 1_000 and all(line.startswith(old) for line, old in pairs)
+    new = [line.removeprefix(old).split() for line, old in pairs]
+    assert all(len(words) == len(scale.NEW_WORD_KINDS) for words in new)
+    assert len({word for words in new for word in words}) == len(new) * len(scale.NEW_WORD_KINDS)
+
+
 def test_an_unknown_corpus_kind_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="unknown corpus 'pile:3'"):
         scale.build_corpus(tmp_path, "pile:3")

@@ -22,7 +22,7 @@ from roberta_static.engine.encoders import EncoderThreads
 from roberta_static.engine.messages import Chunk, Counted, CountShard, EncodeShard
 from roberta_static.engine.quotas import NEVER, EntryCounts, QuotaPlan
 from roberta_static.engine.reading import ShardReading
-from roberta_static.engine.schedule import Schedule, fresh_state
+from roberta_static.engine.schedule import Schedule, fresh_state, whole_corpus
 from roberta_static.engine.serial import SerialEngine, ThreadFeeder
 from roberta_static.engine.state import PassState, ShardState, shard_bytes
 from roberta_static.engine.stats import RunStats
@@ -278,6 +278,26 @@ def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):
     )
     counted = producer.count(CountShard(0, task.state.shard)).counts
     np.testing.assert_array_equal(counted.dense(len(job.vocab)), taken)
+
+
+def test_a_producer_s_segmenter_keeps_within_its_strings_limit_and_reads_alike(
+    job, tmp_path, monkeypatch
+):
+    lines = [f"the cat w{n}a w{n}b w{n}c sat by the river bank ." for n in range(3_000)]
+    path = tmp_path / "open-vocabulary.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    task = EncodeShard(0, ShardState.fresh(whole_corpus(Corpus([path]))), None)
+
+    def read(producer):
+        chunks = list(producer.chunks(task))
+        return producer, [(c.position, [i.ids.tolist() for i in c.inputs]) for c in chunks]
+
+    unlimited, expected = read(replace(job, corpus=Corpus([path])).producer())
+    monkeypatch.setattr("roberta_static.text.segment.STRINGS_BEFORE_RELOAD", 2_000)
+    limited, chunks = read(replace(job, corpus=Corpus([path])).producer())
+    assert chunks == expected
+    assert len(unlimited.segmenter.nlp.vocab.strings) > 9_000
+    assert len(limited.segmenter.nlp.vocab.strings) < 3_000
 
 
 @pytest.mark.parametrize(

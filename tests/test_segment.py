@@ -12,6 +12,7 @@ from roberta_static.text.segment import (
     LEXEME_ATTRS,
     TOKENIZER_CACHE_CHUNKS,
     BatchSentencizer,
+    Segmenter,
     load_segmenter,
     segment,
 )
@@ -32,6 +33,33 @@ def test_sentences_and_word_offsets():
     assert context == 7
     assert [s.text for s in doc.sents] == ["Hello there.", "It works!"]
     assert [(t.text, t.idx) for t in doc][:3] == [("Hello", 0), ("there", 6), (".", 11)]
+
+
+def _words_never_seen(count: int, start: int = 0) -> list[tuple[str, int]]:
+    """Lines of words spaCy has not seen (as a dump's numbers, names and typos are)."""
+    return [
+        (" ".join(f"w{n}x{k}" for k in range(10)) + ". Then the end.", n)
+        for n in range(start, start + count)
+    ]
+
+
+def test_a_segmenter_is_loaded_again_past_its_strings_limit_and_segments_alike(monkeypatch):
+    monkeypatch.setattr("roberta_static.text.segment.STRINGS_BEFORE_RELOAD", 3_000)
+    segmenter, plain = Segmenter("en", None), load_segmenter("en")
+    first = segmenter.nlp
+    units = _words_never_seen(2_000)
+    renewed = [(d.text, c, [s.text for s in d.sents]) for d, c in segment(segmenter, units, 64)]
+    alike = [(d.text, c, [s.text for s in d.sents]) for d, c in segment(plain, units, 64)]
+    assert renewed == alike
+    assert segmenter.nlp is not first
+    # At most the limit, and the strings of the one batch read past it.
+    assert len(segmenter.nlp.vocab.strings) <= 3_000 + 64 * 12
+    assert len(plain.vocab.strings) > 20_000
+
+
+def test_a_segmenter_starts_from_the_pipeline_it_is_given():
+    nlp = load_segmenter("en")
+    assert Segmenter("en", None, nlp).nlp is nlp
 
 
 def test_unknown_language_and_pipeline():

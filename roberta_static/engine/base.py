@@ -62,11 +62,15 @@ class Job:
 
     def producer(self) -> Producer:
         """The CPU side in this process, sharing the encoder's subword tokenizer."""
-        from .producer import Producer  # spaCy's: the Ray engine's encoder actors need none
+        # spaCy's: the Ray engine's encoder actors, which import this module, need none
+        from ..text.segment import Segmenter
+        from .producer import Producer
 
+        config = self.config
+        segmenter = Segmenter(config.lang, config.spacy_model, self.nlp)
         matcher = VocabMatcher(self.patterns)
         subwords, budget = self.encoder.subwords, self.encoder.batch_tokens
-        return Producer(self.nlp, matcher, subwords, budget, self.corpus, self.config)
+        return Producer(segmenter, matcher, subwords, budget, self.corpus, config)
 
     def saver(self, stopping: Checkpointing | None, resume: PassState | None) -> Saver:
         """The pass's checkpoints (none for texts in memory, which cannot be resumed)."""

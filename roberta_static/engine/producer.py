@@ -15,7 +15,7 @@ from ..model.batches import EncodeStats, TargetSentence
 from ..model.subwords import SubwordEncoder
 from ..text.corpus import Corpus, Position, TextCorpus
 from ..text.files import FileList
-from ..text.segment import load_segmenter, segment
+from ..text.segment import Segmenter, segment
 from ..text.shards import Shard
 from ..text.vocab import MatchedSentence, VocabMatcher, VocabPatterns
 from ..vectors.targets import sentence_key
@@ -38,14 +38,15 @@ class Producer:
 
     def __init__(
         self,
-        nlp: Any,
+        segmenter: Segmenter,
         matcher: VocabMatcher,
         subwords: SubwordEncoder,
         batch_tokens: int,
         corpus: Corpus | TextCorpus,
         config: DistillConfig,
     ) -> None:
-        self.nlp, self.matcher, self.subwords, self.corpus = nlp, matcher, subwords, corpus
+        self.segmenter, self.matcher, self.subwords = segmenter, matcher, subwords
+        self.corpus = corpus
         self.batch_tokens, self.config = batch_tokens, config
 
     def chunks(self, task: EncodeShard) -> Iterator[Chunk]:
@@ -120,7 +121,7 @@ class Producer:
                 counts = (corpus.bad_bytes, corpus.lines_cut, len(corpus.binary_files))
                 yield text, UnitMark(text, position, number, *counts, corpus.bytes_read)
 
-        for doc, mark in segment(self.nlp, marked()):
+        for doc, mark in segment(self.segmenter, marked()):
             sentences = list(self.matcher(doc, mark.text))
             if left_out is not None:
                 sentences = [
@@ -197,13 +198,13 @@ class ProducerSetup:
         from tokenizers import Tokenizer
 
         config = DistillConfig(**self.config)
-        nlp = load_segmenter(config.lang, config.spacy_model)
+        segmenter = Segmenter(config.lang, config.spacy_model)
         matcher = VocabMatcher(self.patterns)
         subwords = SubwordEncoder(
             Tokenizer.from_str(self.tokenizer_json), self.max_length, self.pad_id
         )
         corpus = Corpus(self.files, config.text_field, sizes=self.sizes)
-        return Producer(nlp, matcher, subwords, self.batch_tokens, corpus, config)
+        return Producer(segmenter, matcher, subwords, self.batch_tokens, corpus, config)
 
 
 def needs_torch(config: DistillConfig) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import spacy
@@ -135,8 +135,39 @@ def make_batch_sentencizer(
     return BatchSentencizer(name, punct_chars=punct_chars, overwrite=overwrite)
 
 
+STRINGS_BEFORE_RELOAD = 500_000
+"""Strings a :class:`Segmenter` learns before its pipeline is loaded again."""
+
+
+class Segmenter:
+    """A pipeline that sets sentence boundaries, loaded again once it has learned many strings.
+
+    spaCy keeps every string and word it has seen (its ``StringStore`` and ``Vocab``): over a
+    corpus whose vocabulary keeps growing (numbers, names, misspellings, the long tail of a
+    dump) a pipeline's memory grows with the text it reads. spaCy's own remedy,
+    ``nlp.memory_zone()``, turns the tokenizer's cache off inside a zone, which makes
+    tokenizing several times slower; a pipeline loaded again only has to fill its cache again.
+
+    Args:
+        lang: Language of the blank pipeline, as :func:`load_segmenter` takes it.
+        spacy_model: Installed pipeline to load instead, as :func:`load_segmenter` takes it.
+        nlp: The pipeline to start with (loaded from ``lang`` and ``spacy_model``), if loaded.
+
+    """
+
+    def __init__(self, lang: str, spacy_model: str | None, nlp: Language | None = None) -> None:
+        self.lang, self.spacy_model = lang, spacy_model
+        self.nlp = nlp if nlp is not None else load_segmenter(lang, spacy_model)
+
+    def pipe(self, texts: Iterable[Any], **options: Any) -> Iterator[Any]:
+        """``nlp.pipe``, on a pipeline within the limit (loaded again first, if past it)."""
+        if len(self.nlp.vocab.strings) > STRINGS_BEFORE_RELOAD:
+            self.nlp = load_segmenter(self.lang, self.spacy_model)
+        return self.nlp.pipe(texts, **options)
+
+
 def segment(
-    nlp: Language,
+    nlp: Language | Segmenter,
     units: Iterable[tuple[str, Context]],
     batch_size: int = 256,
     batch_chars: int = 1_000_000,
