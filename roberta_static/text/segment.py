@@ -135,7 +135,7 @@ def make_batch_sentencizer(
     return BatchSentencizer(name, punct_chars=punct_chars, overwrite=overwrite)
 
 
-STRINGS_BEFORE_RELOAD = 500_000
+STRINGS_BEFORE_RELOAD = 200_000
 """Strings a :class:`Segmenter` learns before its pipeline is loaded again."""
 
 
