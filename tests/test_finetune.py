@@ -430,6 +430,24 @@ def test_help_describes_finetune_s_own_device_option():
     assert "one encoder on each" not in text and "one device" in text
 
 
+def test_training_reads_through_a_segmenter_that_keeps_within_its_strings_limit(
+    mlm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import threading
+
+    from roberta_static.finetune.training import Training
+    from roberta_static.text.corpus import Corpus
+
+    path = tmp_path / "open.txt"  # every line brings new words, as a dump's do
+    path.write_text("".join(f"the cat w{n}a w{n}b sat by the bank.\n" for n in range(2_000)))
+    config = FinetuneConfig(str(mlm_dir), **FAST)
+    training = Training(Corpus([path]), config, tmp_path / "run", None, threading.Event())
+    plain = list(training.train_blocks.sentences())
+    monkeypatch.setattr("roberta_static.text.segment.STRINGS_BEFORE_RELOAD", 1_000)
+    assert list(training.train_blocks.sentences()) == plain
+    assert len(training.train_blocks.nlp.nlp.vocab.strings) < 2_000
+
+
 def test_batch_tokens_gives_the_blocks_a_budget_holds():
     assert FinetuneConfig("m", batch_tokens=100).blocks_per_batch(32) == 3
     assert FinetuneConfig("m", batch_tokens=64).blocks_per_batch(64) == 1

@@ -37,7 +37,7 @@ class SentenceBlocks(IterableDataset):
 
     Args:
         corpus: The corpus to read (re-iterated on every pass).
-        nlp: The spaCy segmenter (see :func:`roberta_static.text.segment.load_segmenter`).
+        nlp: The spaCy segmenter (a pipeline, or a :class:`~roberta_static.text.segment.Segmenter`).
         tokenizer: The model's fast tokenizer.
         max_length: Longest block in tokens.
         eval_fraction: Share of sentences held out for evaluation.

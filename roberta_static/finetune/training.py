@@ -27,7 +27,7 @@ from ..model.loading import load_pretrained, model_fingerprint
 from ..progress import FinetuneProgress
 from ..stopping import StopRequest
 from ..text.corpus import Corpus
-from ..text.segment import load_segmenter
+from ..text.segment import Segmenter
 from .config import FinetuneConfig
 from .data import SeededMasking, SentenceBlocks, masking_collator
 
@@ -120,8 +120,8 @@ class Training:
         self.model = model
         self.max_length = resolve_max_length(model.base_model, self.tokenizer, config.max_length)
         self.batch_size = config.blocks_per_batch(self.max_length)
-        nlp = load_segmenter(config.lang, config.spacy_model)
-        parts = (corpus, nlp, self.tokenizer, self.max_length, config.eval_fraction)
+        segmenter = Segmenter(config.lang, config.spacy_model)  # re-read every pass
+        parts = (corpus, segmenter, self.tokenizer, self.max_length, config.eval_fraction)
         offsets = config.whole_word_mask
         self.train_blocks = SentenceBlocks(*parts, offsets=offsets)
         self.eval_blocks = SentenceBlocks(*parts, held_out_part=True, offsets=offsets)
