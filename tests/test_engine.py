@@ -329,6 +329,11 @@ def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
     task = EncodeShard(0, ShardState.fresh(shard), limit)
     left_out = None if exhausted is None else np.array(exhausted)
     counted = producer().count(CountShard(0, shard, left_out))
+    # Counting alone (the Ray engine's, which reads the shard again) finds the same.
+    alone = producer().count(CountShard(0, shard, left_out), keep_reading=False)
+    assert alone.reading is None and counted.counts.counts.sum() > 0
+    assert alone.counts.entries.tolist() == counted.counts.entries.tolist()
+    assert alone.counts.counts.tolist() == counted.counts.counts.tolist()
     if left_out is not None:
         assert not set(counted.reading.spans[:, 2].tolist()) & {3, 4}
         assert counted.counts.entries.tolist() == [0, 1, 2]

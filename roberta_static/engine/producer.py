@@ -94,15 +94,20 @@ class Producer:
             end_bytes = end.bytes_read
         yield self._chunk(task.shard, (pending, targets, taken), state, end_bytes, True)
 
-    def count(self, task: CountShard) -> Counted:
+    def count(self, task: CountShard, keep_reading: bool = True) -> Counted:
         """Occurrences of each entry in a shard, with the reading that found them.
 
         Entries ``exhausted`` are left out of both, unless the pass keeps sentence targets (which
-        name every entry of a sentence).
+        name every entry of a sentence). Without ``keep_reading``, only the occurrences are kept
+        (for a feeder whose shards are read again).
         """
         span = task.span
         exhausted = None if self.config.sentence_targets else task.exhausted
         units = self._units(span.start, span.stop, exhausted)
+        if not keep_reading:
+            spans = (span for _, _, found in units for sentence in found for span in sentence.spans)
+            entries = np.frombuffer(array("i", (entry for _, _, entry in spans)), dtype=np.int32)
+            return Counted(task.shard, EntryCounts.of(entries), None)
         reading = ShardReading.record(units, self.corpus)
         return Counted(task.shard, reading.counts(), reading)
 

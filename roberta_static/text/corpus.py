@@ -114,7 +114,10 @@ def check_readable(files: Sequence[Path]) -> None:
             f"{corpus_name(files)}: no text to read (skipped as binary, holding NUL bytes: "
             f"{short_list(binary, 3)}{listed})"
         )
-    raise CorpusError(f"{corpus_name(files)}: corpus holds no text")
+    if len(files) == 1:
+        raise CorpusError(f"{files[0]}: corpus holds no text")
+    names = short_list([str(path) for path in files], 3)
+    raise CorpusError(f"{names}: corpus holds no text (every file is empty)")
 
 
 def _check_openable(path: Path) -> None:
