@@ -105,13 +105,19 @@ def test_the_accumulator_sums_per_entry_and_goes_on_from_a_saved_state():
 # --- the pass state ------------------------------------------------------------------------
 
 
+def _state_of_sums(sums: np.ndarray, counts: np.ndarray, stats: RunStats, **parts) -> PassState:
+    """The state holding dense ``[entries, dim]`` sums and ``[entries]`` counts."""
+    rows = np.flatnonzero(counts)
+    return PassState(rows, sums[rows], counts[rows], stats, **parts)
+
+
 def _shard(number: int) -> ShardState:
     shard = Shard(Position(0, number * 10, 1, 0), Position(0, number * 10 + 10, 1, 0))
     return ShardState.fresh(shard)
 
 
 def test_a_state_keeps_the_entries_seen_only_and_knows_which_occur():
-    state = PassState.of_sums(
+    state = _state_of_sums(
         np.array([[1.0, 1.0], [0, 0], [2, 2]]),
         np.array([1, 0, 2]),
         RunStats(tokens=4),
@@ -443,7 +449,7 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
     shards[1].leftover = inputs
     quotas = QuotaPlan.fresh(3, 4)
     quotas.add(EntryCounts.of([0, 0, 0, 0, 2]))
-    state = PassState.of_sums(
+    state = _state_of_sums(
         np.array([[0.5, 1.5], [0, 0], [2, 2]]),
         np.array([1, 0, 3]),
         RunStats(tokens=9, seconds=1.5),
@@ -487,7 +493,7 @@ def test_a_checkpoint_reads_back_as_it_was_written(tmp_path):
 
 @pytest.mark.parametrize("name", ["sums.npy", "taken.npz", "corpus.npz"])
 def test_a_pickled_array_in_a_checkpoint_is_never_unpickled(tmp_path, name):
-    state = PassState.of_sums(np.ones((1, 2)), np.array([1]), RunStats(), shards=[_shard(0)])
+    state = _state_of_sums(np.ones((1, 2)), np.array([1]), RunStats(), shards=[_shard(0)])
     target = save_checkpoint(tmp_path, _one_file_checkpoint({}, ["x"], state))
     planted = np.array([object()] * 2)
     if name.endswith(".npz"):
@@ -502,7 +508,7 @@ def test_a_pickled_array_in_a_checkpoint_is_never_unpickled(tmp_path, name):
 
 @pytest.mark.parametrize("name", ["corpus.npz", "taken.npz", "leftover.npz"])
 def test_a_damaged_checkpoint_archive_is_one_line(tmp_path, name):
-    state = PassState.of_sums(np.ones((1, 2)), np.array([1]), RunStats(), shards=[_shard(0)])
+    state = _state_of_sums(np.ones((1, 2)), np.array([1]), RunStats(), shards=[_shard(0)])
     target = save_checkpoint(tmp_path, _one_file_checkpoint({}, ["x"], state))
     (target / name).write_bytes((target / name).read_bytes()[:100])  # cut short
     with pytest.raises(ConfigError, match=f"{target}: unreadable checkpoint"):
@@ -523,7 +529,7 @@ def _checkpoint_sizes(folder, shards: int, entries: int) -> dict[str, int]:
     for state in states:
         state.position, state.taken = Position(0, 3, 1, 0), EntryCounts.of([1, 2, 2])
     quotas = QuotaPlan.fresh(entries, 4)
-    state = PassState.of_sums(
+    state = _state_of_sums(
         np.ones((3, 8)), np.array([1, 2, 3]), RunStats(), shards=states, seen=np.array([0]),
         quotas=quotas,
     )  # fmt: skip

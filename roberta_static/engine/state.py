@@ -101,14 +101,6 @@ class PassState:
     targets: SentenceTargets | None = None
 
     @classmethod
-    def of_sums(
-        cls, sums: np.ndarray, counts: np.ndarray, stats: RunStats | None = None, **parts: object
-    ) -> PassState:
-        """The state holding dense ``[entries, dim]`` sums and ``[entries]`` counts."""
-        rows = np.flatnonzero(counts)
-        return cls(rows, sums[rows], counts[rows], stats or RunStats(), **parts)  # type: ignore[arg-type]
-
-    @classmethod
     def empty(
         cls, dim: int, shards: list[ShardState], quotas: QuotaPlan | None = None
     ) -> PassState:
