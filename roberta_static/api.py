@@ -224,7 +224,7 @@ def _distill(
         if resume_from is not None:
             vocab = Vocabulary(resume_from.entries, config.case, **resume_from.vocabulary)
         elif vocab is None:
-            vocab = _counted_vocabulary(nlp, corpus, config, report, checkpointing)
+            vocab = _counted_vocabulary(corpus, config, report, checkpointing)
         job = Job(model, tokenizer, encoder, nlp, corpus, vocab, config, _targets(config, encoder))
         report(_plan(len(vocab), job.dim, encoder))
         logger.info("the pass: %d entries on %s", len(vocab), encoder.device)
@@ -234,7 +234,6 @@ def _distill(
 
 
 def _counted_vocabulary(
-    nlp: Any,
     corpus: Corpus | TextCorpus,
     config: DistillConfig,
     report: ProgressCallback,
@@ -242,10 +241,13 @@ def _counted_vocabulary(
 ) -> Vocabulary:
     """The corpus words seen ``min_count`` times, at most ``max_vocab`` of them.
 
-    Of words that an export would spell alike, the more frequent is kept.
+    Of words that an export would spell alike, the more frequent is kept. The words are counted
+    with a spaCy pipeline of their own, dropped once counted: a pipeline keeps every string it
+    has seen, and the pass's would hold every word of the corpus to its end.
     """
     logger.info("counting the vocabulary in %s", corpus)
     counting = _reporting(corpus, "count", report, checkpointing)
+    nlp = load_segmenter(config.lang, config.spacy_model)
     vocab = Vocabulary.from_corpus(nlp, counting, config.case, config.min_count, config.max_vocab)
     if not vocab.entries:
         raise VocabError(f"no corpus word occurs {config.min_count} or more times (min_count)")

@@ -137,6 +137,28 @@ def test_vocabulary_built_from_corpus(roberta_dir, corpus_file):
     assert vectors.words == sorted(expected, key=lambda w: (-Counter(words)[w], w))
 
 
+def test_the_words_counted_for_the_vocabulary_are_not_kept_by_the_pass_s_pipeline(
+    roberta_dir, tmp_path, monkeypatch
+):
+    # spaCy keeps every string a pipeline has seen: counted with the pass's pipeline, every
+    # word of the corpus would stay in memory to the pass's end.
+    from roberta_static.engine.serial import SerialEngine
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"the cat saw w{n}x" for n in range(200)) + "\n")
+    known = []
+    run = SerialEngine.run
+
+    def noting_the_strings(self, job, *args):
+        known.append("w199x" in job.nlp.vocab.strings)
+        return run(self, job, *args)
+
+    monkeypatch.setattr(SerialEngine, "run", noting_the_strings)
+    vectors = distill(corpus, None, DistillConfig(model=str(roberta_dir), layers="1", min_count=5))
+    assert sorted(vectors.words) == ["cat", "saw", "the"]
+    assert known == [False]  # as the pass starts, its pipeline has not seen the words counted
+
+
 def test_empty_corpus_is_an_error(roberta_dir, vocab_file, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
