@@ -10,6 +10,9 @@ documents, see ``gensim_corpus.py``) in ``--work``, once:
   vocabulary keeps growing: numbers, names, misspellings; the text above repeats);
 
 and vocabularies of K entries (the corpus's words by frequency, then its two-word phrases).
+The engines: ``serial`` (one process), ``workers`` (``--workers 2``), ``ray`` (``--engine ray
+--workers 2``: on a cluster of this machine alone the driver encodes) and ``ray-actors`` (the
+same with ``--encoders 1``: an encoder actor, as on a cluster of several machines).
 Each run is ``distill`` in a fresh process with a near-free encoder (random weights, one layer,
 32 wide, MiniLM's tokenizer: its arithmetic is negligible, so the run measures the engine) and
 the default options (``max_contexts`` 2,000, so runs with workers count each shard first). It
@@ -60,7 +63,7 @@ FULL = (
     "files:100000@100000,onefile:100000@100000,big:100@100000,big:1000@100000,bz2:1000@100000"
 )
 SMALL = "files:30@300,onefile:30@300"
-ENGINES = "serial,workers,ray"
+ENGINES = "serial,workers,ray,ray-actors"
 
 
 def main() -> None:
@@ -78,7 +81,7 @@ def main() -> None:
         return
     runs = [spec.split("@") for spec in (args.runs or (SMALL if args.small else FULL)).split(",")]
     engines = (args.engines or ("serial,workers" if args.small else ENGINES)).split(",")
-    if "ray" in engines:
+    if any(engine.startswith("ray") for engine in engines):
         with needs("ray", "or leave ray out of --engines"):
             import ray  # noqa: F401
     print(machine())
@@ -305,8 +308,12 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         options["max_contexts"] = task["max_contexts"]
     engine = task["engine"]
     options |= {"serial": {"workers": 1}, "workers": {"workers": 2}}.get(engine, {})
-    if engine == "ray":
-        options |= {"engine": "ray", "workers": 2}
+    if engine.startswith("ray"):  # on this machine the driver encodes, unless given actors
+        options |= {
+            "engine": "ray",
+            "workers": 2,
+            "encoders": 1 if engine == "ray-actors" else None,
+        }
     saves: list[tuple[float, int, int]] = []  # seconds, bytes in all, bytes of the sums
     save = checkpoint.save_checkpoint
 
@@ -346,7 +353,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
 
 def row(result: dict[str, Any]) -> str:
     """One result as a line of the table."""
-    name = f"{result['corpus']:<16} {result['entries']:>7,} {result['engine']:<8}"
+    name = f"{result['corpus']:<16} {result['entries']:>7,} {result['engine']:<10}"
     if "failed" in result:
         return f"{name} FAILED after {result['wall']:.0f} s: {result['failed']}"
     first = result["first_batch"]
@@ -366,7 +373,7 @@ def row(result: dict[str, Any]) -> str:
 
 def table(results: list[dict[str, Any]]) -> str:
     header = (
-        f"{'corpus':<16} {'entries':>7} {'engine':<8} {'first s':>7} {'tokens/s':>11} "
+        f"{'corpus':<16} {'entries':>7} {'engine':<10} {'first s':>7} {'tokens/s':>11} "
         f"{'PSS GB':>8} {'RSS GB':>8} {'wall s':>7}  checkpoint (largest), longest write"
     )
     return "\n".join([header, *(row(result) for result in results)])

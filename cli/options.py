@@ -57,7 +57,7 @@ DEVICE = Opt(default("device"), help="auto = CUDA, then MPS, then CPU; cuda:1 na
 WORKERS = Opt("auto", callback=_workers, help="Processes that read, segment, match and tokenize the corpus: a number, or auto (the cores a CUDA encoder leaves spare, else 1 = all in this process); with --engine ray, shard tasks at once (auto: the cluster's CPUs)")
 ENGINE = Opt(default("engine"), help="local: this machine (--workers, --device); ray: a Ray cluster (needs the ray extra), shard tasks on its CPUs feeding encoder actors")
 RAY_ADDRESS = Opt(None, "--ray-address", help="With --engine ray: the cluster to join, auto or HOST:PORT", show_default="a new local cluster")
-ENCODERS = Opt(None, min=least("encoders"), help="With --engine ray: encoder actors", show_default="one per GPU, or 1 without GPUs")
+ENCODERS = Opt(None, min=least("encoders"), help="With --engine ray: encoder actors", show_default="one per GPU; without GPUs 1, or none on this machine alone, where the driver encodes")
 DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA and on a CPU with bfloat16 units (AMX, AVX512-BF16), float32 elsewhere")
 QUANTIZE = Opt(default("quantize"), help="int8: the encoder's linear layers in int8 on the CPU (not those that narrow their input), the rest in float32")
 CASE = Opt(default("case"), help="lower: match and store entries lower-cased; keep: exact case")

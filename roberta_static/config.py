@@ -165,7 +165,8 @@ class DistillConfig:
             :mod:`roberta_static.engine.ray.engine`).
         ray_address: The Ray cluster to join (``auto``, ``HOST:PORT``); unset: the one this
             process is connected to, or a new local one.
-        encoders: Encoder actors on a Ray cluster (default: one per GPU, or 1 without GPUs).
+        encoders: Encoder actors on a Ray cluster (default: one per GPU; without GPUs, 1, or
+            none on a cluster of this machine alone, where the driver encodes).
         dtype: Encoder weights' dtype; ``auto`` is bfloat16 on CUDA and on a CPU with bfloat16
             units (AMX, AVX512-BF16), float32 elsewhere (see
             :func:`~roberta_static.model.precision.resolve_precision`).

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import psutil
@@ -92,6 +93,47 @@ def test_ray_with_two_encoders_gives_the_serial_vectors_and_counts(
     assert read == sorted(read)
     if not max_contexts:
         assert read[-1] == reports[-1].total_bytes
+
+
+@pytest.mark.parametrize("max_contexts", [0, 7])
+def test_on_this_machine_without_gpus_the_driver_encodes_and_gives_the_serial_vectors(
+    corpus_folder, vocab_file, config, serial_run, max_contexts, monkeypatch
+):
+    # The cluster is this machine alone: an actor would be a second process holding torch and
+    # the model, so the driver encodes what the shard tasks read.
+    def no_actors(*args, **kwargs):
+        raise AssertionError("an encoder actor was started")
+
+    monkeypatch.setattr("roberta_static.engine.ray.engine.RayEncoders", no_actors)
+    config = config.replace(max_contexts=max_contexts)
+    on_ray = distill(corpus_folder, vocab_file, config.replace(engine="ray"))
+    assert_same_vectors(serial_run(max_contexts), on_ray)
+    assert on_ray.meta["stats"]["tokens"] == serial_run(max_contexts).meta["stats"]["tokens"]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "gpus", "alone"),
+    [
+        ([("here", True)], 0, True),
+        ([("here", True), ("gone", False)], 0, True),
+        ([("here", True), ("there", True)], 0, False),
+        ([("here", True)], 1, False),
+    ],
+)
+def test_the_driver_encodes_only_on_a_cluster_of_its_machine_alone_without_gpus(nodes, gpus, alone):
+    from roberta_static.engine.ray.engine import _this_machine_without_gpus
+
+    class Cluster:
+        def get_runtime_context(self):
+            return SimpleNamespace(get_node_id=lambda: "here")
+
+        def nodes(self):
+            return [{"NodeID": node, "Alive": alive} for node, alive in nodes]
+
+        def cluster_resources(self):
+            return {"CPU": 2.0, **({"GPU": float(gpus)} if gpus else {})}
+
+    assert _this_machine_without_gpus(Cluster()) is alone
 
 
 @pytest.mark.parametrize("max_contexts", [0, 7])

@@ -30,7 +30,7 @@ def test_batches_left_by_a_stopped_local_run_are_summed_on_ray(
     serial = distill(corpus, vocab_file, config)
     saved = stopped_with_batches_left(roberta_dir, corpus, vocab_file, tmp_path / "out")
     reports = []
-    ray_config = config.replace(engine="ray")
+    ray_config = config.replace(engine="ray", encoders=1)  # the encoder actors
     on_ray = distill(corpus, vocab_file, ray_config, reports.append, resume_from=saved)
     assert_same_vectors(serial, on_ray)
     first = next(report for report in reports if isinstance(report, Progress))
@@ -44,7 +44,12 @@ def test_ray_reports_bytes_once_the_encoders_added_them(roberta_dir, tmp_path, m
     corpus = tmp_path / "even.txt"
     corpus.write_text(f"{LINE}\n" * 600)
     config = DistillConfig(
-        model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=8, engine="ray"
+        model=str(roberta_dir),
+        layers="1",
+        max_contexts=0,
+        chunk_sentences=8,
+        engine="ray",
+        encoders=1,
     )
     reports = []
     distill(corpus, ["cat"], config, progress=reports.append)

@@ -8,11 +8,13 @@ record of its ticket, so a snapshot sees a batch whole or not at all.
 
 from __future__ import annotations
 
+import copy
 import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +27,9 @@ from .base import Sums
 from .state import PassState
 from .stats import RunStats
 from .step import accumulate
+
+if TYPE_CHECKING:
+    from .base import Job
 
 
 class _Dropped(Exception):
@@ -184,3 +189,17 @@ def _merged(parts: list[SentenceTargets | None]) -> SentenceTargets | None:
     for part in parts[1:]:
         merged = merged.merge(part)
     return merged
+
+
+def encoder_threads(job: Job) -> tuple[partial[EncoderThreads], bool]:
+    """The pool of one encoder thread per device of ``job``, and whether one computes on a CPU.
+
+    The first device's encoder is the job's; each other one encodes with a copy of its model.
+    """
+    config = job.config
+    encoders = [job.encoder] + [
+        Encoder(copy.deepcopy(job.model), job.tokenizer, config.replace(device=device))
+        for device in config.devices[1:]
+    ]
+    on_cpu = any(encoder.device.type == "cpu" for encoder in encoders)
+    return partial(EncoderThreads, encoders, len(job.vocab), job.dim, config, job.targets), on_cpu

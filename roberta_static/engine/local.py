@@ -13,7 +13,6 @@ needs).
 
 from __future__ import annotations
 
-import copy
 import multiprocessing
 import os
 import queue
@@ -26,12 +25,11 @@ from functools import partial
 
 from ..config import DistillConfig
 from ..errors import WorkerError
-from ..model.encoder import Encoder
 from ..model.threads import torch_threads
 from ..progress import ProgressCallback
 from ..stopping import Checkpointing
 from .base import Job
-from .encoders import EncoderThreads
+from .encoders import encoder_threads
 from .handover import FeederClosed, put_unless_closed
 from .loop import run_pass
 from .messages import Chunk, Counted, Message, Task, raise_failure
@@ -69,16 +67,10 @@ class LocalEngine:
         progress: ProgressCallback,
     ) -> PassState:
         """See :class:`~.base.Engine`; inside :meth:`start`."""
-        config = job.config
-        encoders = [job.encoder] + [
-            Encoder(copy.deepcopy(job.model), job.tokenizer, config.replace(device=device))
-            for device in config.devices[1:]
-        ]
-        on_cpu = any(encoder.device.type == "cpu" for encoder in encoders)
-        setup = ProducerSetup.of(job.encoder, job.corpus, job.patterns, config)
+        pool, on_cpu = encoder_threads(job)
+        setup = ProducerSetup.of(job.encoder, job.corpus, job.patterns, job.config)
         self.feeder.serve(setup, job.producer)
         with torch_threads(on_cpu, cores_taken=len(self.feeder.processes)):
-            pool = partial(EncoderThreads, encoders, len(job.vocab), job.dim, config, job.targets)
             return run_pass(job, self.feeder, pool, resume, stopping, progress, sharded=True)
 
 
