@@ -95,6 +95,19 @@ def test_many_small_files_share_shards_and_a_compressed_file_is_never_cut(tmp_pa
     assert pieces == list(corpus.units())
 
 
+def test_a_large_corpus_is_cut_into_more_shards_not_larger_ones(tmp_path):
+    # A shard's counting and reading are held whole while it is read: past 128 shards' worth of
+    # bytes, more shards come, none larger.
+    from roberta_static.text.shards import SHARD_BYTES, TARGET_SHARDS
+
+    files = []
+    for number in range(2 * TARGET_SHARDS):
+        files.append(tmp_path / f"{number:04}.txt")
+        files[-1].write_text("a line\n")
+    shards = plan_shards(files, sizes=[SHARD_BYTES] * len(files))  # as large as listed
+    assert len(shards) == len(files)  # one a file: two of them would pass SHARD_BYTES
+
+
 def test_quotas_take_the_first_n_occurrences_in_corpus_order():
     from roberta_static.engine.quotas import EntryCounts
 

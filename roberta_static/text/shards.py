@@ -16,7 +16,10 @@ from pathlib import Path
 
 from .corpus import Position, is_compressed, read_errors
 
-SHARD_BYTES = 8_000_000  # the largest shard: what one worker holds up at the end of a run
+# The largest shard. A shard's counting and reading are held whole while it is read, in its worker
+# and the main process, and one worker holds up the end of a run with it: larger shards took more
+# memory and ran slower (CHANGELOG.md has the figures).
+SHARD_BYTES = 1_000_000
 MIN_SHARD_BYTES = 64_000
 TARGET_SHARDS = 128  # enough to keep a 16-core machine's workers evenly busy
 _READ_BYTES = 1 << 24
