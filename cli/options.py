@@ -55,7 +55,7 @@ BATCH_TOKENS = Opt(default("batch_tokens"), min=least("batch_tokens"), help="Tok
 MAX_LENGTH = Opt(None, min=least("max_length"), help="Longest encoder input in tokens", show_default="the model's limit")
 DEVICE = Opt(default("device"), help="auto = CUDA, then MPS, then CPU; cuda:1 names a GPU; several, comma separated (cuda:0,cuda:1), run one encoder on each")
 WORKERS = Opt("auto", callback=_workers, help="Processes that read, segment, match and tokenize the corpus: a number, or auto (the cores a CUDA encoder leaves spare, else 1 = all in this process); with --engine ray, shard tasks at once (auto: the cluster's CPUs)")
-ENGINE = Opt(default("engine"), help="local: this machine (--workers, --device); ray: a Ray cluster (needs the ray extra), shard tasks on its CPUs feeding encoder actors")
+ENGINE = Opt(default("engine"), help="local: this machine (--workers, --device); ray: a Ray cluster (needs the ray extra), shard tasks on its CPUs feeding encoder actors (on this machine alone without GPUs, the driver encodes)")
 RAY_ADDRESS = Opt(None, "--ray-address", help="With --engine ray: the cluster to join, auto or HOST:PORT", show_default="a new local cluster")
 ENCODERS = Opt(None, min=least("encoders"), help="With --engine ray: encoder actors", show_default="one per GPU; without GPUs 1, or none on this machine alone, where the driver encodes")
 DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA and on a CPU with bfloat16 units (AMX, AVX512-BF16), float32 elsewhere")
