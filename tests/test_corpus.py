@@ -170,15 +170,17 @@ def test_the_check_before_a_run_says_a_corpus_of_binary_files_was_skipped_as_bin
     )
     with pytest.raises(CorpusError, match="corpus holds no text$"):
         check_readable([empty])
-    # A folder of empty files: the message names them (and so the folder).
-    more = [tmp_path / f"empty-{n}.txt" for n in range(4)]
+    # A folder of empty files, or of blank lines: the message names them (and so the folder).
+    more = [tmp_path / f"blank-{n}.txt" for n in range(4)]
     for path in more:
-        path.write_bytes(b"")
+        path.write_bytes(b"\n  \r\n\t\n")
     with pytest.raises(CorpusError) as caught:
         check_readable([empty, *more])
     assert str(caught.value) == (
-        f"{empty}, {more[0]}, {more[1]} and 2 more: corpus holds no text (every file is empty)"
+        f"{empty}, {more[0]}, {more[1]} and 2 more: corpus holds no text "
+        "(every file is empty or blank)"
     )
+    check_readable([*more, text])  # one file with a word is enough
     check_readable([binary, text])  # the run skips the binary file and reads the other
 
 

@@ -78,6 +78,9 @@ def is_compressed(path: Path) -> bool:
     return path.suffix in _DECOMPRESSORS
 
 
+_FIRST_BLOCK = 8192  # what the check before a run reads of a file: binary, blank or text
+
+
 def check_readable(files: Sequence[Path]) -> None:
     """Check corpus files before a run: damaged or cut-short files, or no text, fail at once.
 
@@ -89,7 +92,8 @@ def check_readable(files: Sequence[Path]) -> None:
     Raises:
         CorpusError: A file is missing or unreadable; a ``.gz``/``.bz2``/``.xz`` file is not one,
             or is cut short (see :mod:`.compressed`); or no file holds text: each is empty, or
-            binary (NUL bytes in its first block: a run skips it).
+            binary (NUL bytes in its first block: a run skips it). A file of blank lines counts
+            as empty when its first block is the whole file.
 
     """
     found: dict[Path, str] = {}
@@ -117,7 +121,7 @@ def check_readable(files: Sequence[Path]) -> None:
     if len(files) == 1:
         raise CorpusError(f"{files[0]}: corpus holds no text")
     names = short_list([str(path) for path in files], 3)
-    raise CorpusError(f"{names}: corpus holds no text (every file is empty)")
+    raise CorpusError(f"{names}: corpus holds no text (every file is empty or blank)")
 
 
 def _check_openable(path: Path) -> None:
@@ -145,7 +149,9 @@ def _checked_first_block(path: Path, size: int, mtime_ns: int) -> str:
     """:func:`_first_block`, once per file content (``size`` and ``mtime_ns`` key the cache)."""
     with read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
         binary = _looks_binary(stream, 0)
-        empty = not stream.read(1)
+        # A file of blank lines holds no text either: one that fits in a block is found here,
+        # before the model loads, rather than by the run.
+        empty = not stream.read(_FIRST_BLOCK).strip() and not stream.read(1)
     if is_compressed(path) and not is_whole(path):
         kind = _COMPRESSION_NAMES[path.suffix]
         raise CorpusError(f"{path}: truncated {kind} file (ended before its end marker)")
@@ -421,7 +427,7 @@ def read_errors(path: Path) -> Iterator[None]:
 def _looks_binary(stream: IO[bytes], offset: int) -> bool:
     """Whether the first block of the stream holds a NUL byte (text files never do)."""
     stream.seek(0)
-    binary = b"\0" in stream.read(8192)
+    binary = b"\0" in stream.read(_FIRST_BLOCK)
     stream.seek(offset)
     return binary
 
