@@ -148,10 +148,11 @@ def _first_block(path: Path) -> str:
 def _checked_first_block(path: Path, size: int, mtime_ns: int) -> str:
     """:func:`_first_block`, once per file content (``size`` and ``mtime_ns`` key the cache)."""
     with read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
-        binary = _looks_binary(stream, 0)
+        block = stream.read(_FIRST_BLOCK)
+        binary = b"\0" in block  # as _looks_binary decides
         # A file of blank lines holds no text either: one that fits in a block is found here,
         # before the model loads, rather than by the run.
-        empty = not stream.read(_FIRST_BLOCK).strip() and not stream.read(1)
+        empty = not block.strip() and not stream.read(1)
     if is_compressed(path) and not is_whole(path):
         kind = _COMPRESSION_NAMES[path.suffix]
         raise CorpusError(f"{path}: truncated {kind} file (ended before its end marker)")
