@@ -37,7 +37,8 @@ def test_encoder_states_are_the_full_models_chosen_hidden_states(model_dir, laye
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]])
     with torch.no_grad():
         full = model(torch.from_numpy(ids), torch.from_numpy(mask), output_hidden_states=True)
-    encoder = Encoder(model, tokenizer, DistillConfig(model=str(model_dir), layers=layers))
+    config = DistillConfig(model=str(model_dir), layers=layers, device="cpu", dtype="float32")
+    encoder = Encoder(model, tokenizer, config)
     empty = np.zeros(0, dtype=np.int64)
     states = encoder.hidden_states(Batch(ids, mask, empty, empty, empty, empty))
     expected = torch.stack([full.hidden_states[layer] for layer in encoder.layers])
@@ -129,7 +130,8 @@ def test_batch_budget_is_8192_on_cpu_and_sized_from_free_memory_on_cuda(roberta_
     )
 
     model, tokenizer = load_pretrained(DistillConfig(model=str(roberta_dir)))
-    encoder = Encoder(model, tokenizer, DistillConfig(model=str(roberta_dir), layers="1-2"))
+    config = DistillConfig(model=str(roberta_dir), layers="1-2", device="cpu", dtype="float32")
+    encoder = Encoder(model, tokenizer, config)
     assert encoder.batch_tokens == 8192
     assert resolve_batch_tokens(300, encoder) == 300
     # Every hidden state to layer 2, one block's activations twice, two layers stacked in float32.
@@ -220,9 +222,16 @@ class DeviceWaits(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in self.READS or _sized_by_the_device(func, args, kwargs):
+        if (func in self.READS and not _of_pinned_memory(args)) or _sized_by_the_device(
+            func, args, kwargs
+        ):
             self.calls.append(func.__name__)
         return func(*args, **kwargs)
+
+
+def _of_pinned_memory(args) -> bool:
+    """A read of page-locked host memory (CUDA's staging buffers) waits for nothing."""
+    return bool(args) and isinstance(args[0], torch.Tensor) and args[0].is_pinned()
 
 
 def _sized_by_the_device(func, args, kwargs) -> bool:
@@ -261,7 +270,7 @@ def test_a_batch_waits_for_the_device_once_in_half_precision_and_never_in_float3
         waits += 1
     for pool in ("mean", "max", "first"):
         for batch in _two_batches(encoder.subwords.pad_id):
-            accumulator = Accumulator(3, encoder.output_dim("mean"))
+            accumulator = Accumulator(3, encoder.output_dim("mean"), encoder.device)
             with DeviceWaits() as recorded:
                 add_batch(encoder, batch, accumulator, config.replace(pool=pool), RunStats())
             assert len(recorded.calls) == waits, (pool, recorded.calls)
@@ -270,7 +279,7 @@ def test_a_batch_waits_for_the_device_once_in_half_precision_and_never_in_float3
 def test_prepared_masks_give_the_states_the_2d_mask_gives(model_dir):
     from roberta_static.model.encoder import Encoder
 
-    config = DistillConfig(model=str(model_dir))
+    config = DistillConfig(model=str(model_dir), device="cpu", dtype="float32")
     model, tokenizer = load_pretrained(config)
     encoder = Encoder(model, tokenizer, config)
     if int(transformers.__version__.split(".")[0]) >= 5:

@@ -790,5 +790,6 @@ def test_auto_workers_feed_a_gpu_from_its_spare_cores_and_leave_a_cpu_model_ever
 
 
 def test_a_cpu_run_with_workers_auto_runs_in_one_process(roberta_dir, corpus_file, vocab_file):
-    vectors = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1"))
+    config = DistillConfig(model=str(roberta_dir), layers="1", device="cpu")
+    vectors = distill(corpus_file, vocab_file, config)
     assert vectors.meta["config"]["workers"] == 1
