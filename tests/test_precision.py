@@ -20,9 +20,11 @@ AVX2_ONLY = {"amx_bf16": False, "avx512_bf16": False, "avx2": True}
 
 
 def fake_cpu(monkeypatch: pytest.MonkeyPatch, features: dict, onednn: bool = True) -> None:
-    """Make torch report ``features`` for the CPU, and oneDNN as built in or not."""
+    """Make torch report ``features`` for the CPU, and oneDNN as built in, uncapped, or not."""
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: features, raising=False)
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: onednn)
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.parametrize(
@@ -40,14 +42,58 @@ def test_auto_on_a_cpu_is_bfloat16_only_with_bfloat16_units(monkeypatch, feature
     assert (chosen.dtype, chosen.reason) == (dtype, reason)
 
 
+@pytest.mark.parametrize(
+    "variable,cap,dtype,reason",
+    [
+        (
+            "ONEDNN_MAX_CPU_ISA",
+            "AVX512_CORE_VNNI",
+            torch.float32,
+            "auto: ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI keeps oneDNN from bfloat16 matrix units (AMX)",
+        ),
+        (
+            "DNNL_MAX_CPU_ISA",
+            "avx2",
+            torch.float32,
+            "auto: ONEDNN_MAX_CPU_ISA=avx2 keeps oneDNN from bfloat16 matrix units (AMX)",
+        ),
+        (
+            "ONEDNN_MAX_CPU_ISA",
+            "avx512_core_bf16",
+            torch.bfloat16,
+            "auto: the CPU has bfloat16 vector units (AVX512-BF16)",
+        ),
+        (
+            "ONEDNN_MAX_CPU_ISA",
+            "AVX10_1_512_AMX",
+            torch.bfloat16,
+            "auto: the CPU has bfloat16 matrix units (AMX)",
+        ),
+        (
+            "ONEDNN_MAX_CPU_ISA",
+            "ALL",
+            torch.bfloat16,
+            "auto: the CPU has bfloat16 matrix units (AMX)",
+        ),
+    ],
+)
+def test_auto_on_a_cpu_uses_only_the_units_onednn_is_allowed(
+    monkeypatch, variable, cap, dtype, reason
+):
+    fake_cpu(monkeypatch, AMX)
+    monkeypatch.setenv(variable, cap)
+    chosen = resolve_precision("auto", CPU)
+    assert (chosen.dtype, chosen.reason) == (dtype, reason)
+
+
 def test_auto_on_a_cpu_stays_float32_when_torch_lacks_onednn(monkeypatch):
     fake_cpu(monkeypatch, AMX, onednn=False)
     assert resolve_precision("auto", CPU).dtype == torch.float32
 
 
 def test_units_are_read_from_older_torch_probes(monkeypatch):
-    monkeypatch.delattr(torch.cpu, "get_capabilities", raising=False)
-    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    fake_cpu(monkeypatch, {})
+    monkeypatch.delattr(torch.cpu, "get_capabilities")
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
     assert cpu_bfloat16_units() == "bfloat16 vector units (AVX512-BF16)"

@@ -3,11 +3,13 @@
 On a CPU, bfloat16 pays only where the CPU computes it natively: Intel AMX's matrix units, or
 the AVX512-BF16 vector instructions (AMD Zen 4, Intel Cooper Lake and later). Elsewhere torch
 emulates it, several times slower than float32 (see ``docs/benchmarks/throughput.md``). Which units
-there are is read from what torch reports, never from a list of CPU names.
+there are is read from what torch reports, never from a list of CPU names, less those that oneDNN
+is told not to use (``ONEDNN_MAX_CPU_ISA``).
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,28 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 CPU_BFLOAT16_UNITS = {
     "amx_bf16": "bfloat16 matrix units (AMX)",
     "avx512_bf16": "bfloat16 vector units (AVX512-BF16)",
+}
+# oneDNN's instruction-set levels (its ``dnnl_cpu_isa_t`` values: each holds the bits of the levels
+# below it), which ONEDNN_MAX_CPU_ISA names; below a unit's level oneDNN emulates bfloat16.
+ONEDNN_ISA_LEVELS = {
+    "SSE41": 0x1,
+    "AVX": 0x3,
+    "AVX2": 0x7,
+    "AVX2_VNNI": 0xF,
+    "AVX2_VNNI_2": 0x1F,
+    "AVX512_CORE": 0x27,
+    "AVX512_CORE_VNNI": 0x67,
+    "AVX512_CORE_BF16": 0xE7,
+    "AVX10_1_512": 0x1EF,
+    "AVX512_CORE_FP16": 0x1EF,
+    "AVX10_1_512_AMX": 0xFEF,
+    "AVX512_CORE_AMX": 0xFEF,
+    "AVX10_1_512_AMX_FP16": 0x1FEF,
+    "AVX512_CORE_AMX_FP16": 0x1FEF,
+}
+_UNIT_LEVELS = {
+    "amx_bf16": ONEDNN_ISA_LEVELS["AVX512_CORE_AMX"],
+    "avx512_bf16": ONEDNN_ISA_LEVELS["AVX512_CORE_BF16"],
 }
 # Older torch has no ``get_capabilities``, only these private probes (AMX's tiles come with its
 # bfloat16 unit on every CPU that has them).
@@ -53,8 +77,8 @@ def resolve_precision(requested: str, device: torch.device, quantize: str = "non
     """The dtype ``requested`` means on ``device``, with the reason for it.
 
     ``auto`` is bfloat16 on CUDA (float16 where the GPU lacks bfloat16), bfloat16 on a CPU with
-    bfloat16 units (:func:`cpu_bfloat16_units`), and float32 everywhere else, or wherever the
-    linear layers are quantized to int8 (``quantize``): those take float32 inputs.
+    bfloat16 units that oneDNN may use (:func:`cpu_bfloat16_units`), and float32 everywhere else,
+    or wherever the linear layers are quantized to int8 (``quantize``): those take float32 inputs.
 
     Example:
         >>> resolve_precision("float32", torch.device("cpu"))
@@ -71,23 +95,54 @@ def resolve_precision(requested: str, device: torch.device, quantize: str = "non
         return Precision(torch.float16, "auto: the GPU lacks bfloat16")
     if device.type != "cpu":
         return Precision(torch.float32, f"auto: float32 on {device.type}")
+    return _auto_on_the_cpu()
+
+
+def _auto_on_the_cpu() -> Precision:
     units = cpu_bfloat16_units()
-    if units is None:
-        return Precision(torch.float32, "auto: the CPU has no bfloat16 units (no AMX, AVX512-BF16)")
-    return Precision(torch.bfloat16, f"auto: the CPU has {units}")
+    if units is not None:
+        return Precision(torch.bfloat16, f"auto: the CPU has {units}")
+    units = cpu_bfloat16_units(within_isa_cap=False)
+    if units is not None:
+        cap = onednn_isa_cap_name()
+        return Precision(torch.float32, f"auto: ONEDNN_MAX_CPU_ISA={cap} keeps oneDNN from {units}")
+    return Precision(torch.float32, "auto: the CPU has no bfloat16 units (no AMX, AVX512-BF16)")
 
 
-def cpu_bfloat16_units() -> str | None:
+def cpu_bfloat16_units(*, within_isa_cap: bool = True) -> str | None:
     """The CPU's units that compute bfloat16 natively, in words, or None where it has none.
 
-    Only when torch runs its CPU matrix products through oneDNN, which is what uses them.
+    Only when torch runs its CPU matrix products through oneDNN, which is what uses them, and
+    (``within_isa_cap``) only units at or below the level ``ONEDNN_MAX_CPU_ISA`` allows oneDNN.
     """
     if not torch.backends.mkldnn.is_available():
         return None
     capabilities = cpu_capabilities()
+    cap = onednn_isa_cap() if within_isa_cap else None
     return next(
-        (units for name, units in CPU_BFLOAT16_UNITS.items() if capabilities.get(name)), None
+        (
+            units
+            for name, units in CPU_BFLOAT16_UNITS.items()
+            if capabilities.get(name)
+            and (cap is None or cap & _UNIT_LEVELS[name] == _UNIT_LEVELS[name])
+        ),
+        None,
     )
+
+
+def onednn_isa_cap() -> int | None:
+    """The instruction-set level ``ONEDNN_MAX_CPU_ISA`` caps oneDNN at, or None where uncapped.
+
+    The older name ``DNNL_MAX_CPU_ISA`` counts too. ``ALL``, ``DEFAULT`` and levels newer than
+    :data:`ONEDNN_ISA_LEVELS` cap none of the bfloat16 units.
+    """
+    name = onednn_isa_cap_name()
+    return ONEDNN_ISA_LEVELS.get(name.strip().upper()) if name else None
+
+
+def onednn_isa_cap_name() -> str | None:
+    """``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``) as set, or None."""
+    return os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or None
 
 
 def cpu_capabilities() -> dict[str, Any]:
