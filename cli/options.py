@@ -58,7 +58,7 @@ WORKERS = Opt("auto", callback=_workers, help="Processes that read, segment, mat
 ENGINE = Opt(default("engine"), help="local: this machine (--workers, --device); ray: a Ray cluster (needs the ray extra), shard tasks on its CPUs feeding encoder actors (on this machine alone without GPUs, the driver encodes)")
 RAY_ADDRESS = Opt(None, "--ray-address", help="With --engine ray: the cluster to join, auto or HOST:PORT", show_default="a new local cluster")
 ENCODERS = Opt(None, min=least("encoders"), help="With --engine ray: encoder actors", show_default="one per GPU; without GPUs 1, or none on this machine alone, where the driver encodes")
-DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA and on a CPU with bfloat16 units (AMX, AVX512-BF16), float32 elsewhere")
+DTYPE = Opt(default("dtype"), help="Model dtype; auto = bfloat16 on CUDA and on a CPU with AMX, float32 elsewhere")
 QUANTIZE = Opt(default("quantize"), help="int8: the encoder's linear layers in int8 on the CPU (not those that narrow their input), the rest in float32")
 CASE = Opt(default("case"), help="lower: match and store entries lower-cased; keep: exact case")
 LANG = Opt(default("lang"), help="Language of the blank spaCy pipeline used to split sentences and words")

@@ -31,12 +31,16 @@ def fake_cpu(monkeypatch: pytest.MonkeyPatch, features: dict, onednn: bool = Tru
     "features,dtype,reason",
     [
         (AMX, torch.bfloat16, "auto: the CPU has bfloat16 matrix units (AMX)"),
-        (AVX512_BF16, torch.bfloat16, "auto: the CPU has bfloat16 vector units (AVX512-BF16)"),
+        (
+            AVX512_BF16,
+            torch.float32,
+            "auto: float32 runs faster than bfloat16 on bfloat16 vector units (AVX512-BF16) alone",
+        ),
         (AVX2_ONLY, torch.float32, "auto: the CPU has no bfloat16 units (no AMX, AVX512-BF16)"),
         ({}, torch.float32, "auto: the CPU has no bfloat16 units (no AMX, AVX512-BF16)"),
     ],
 )
-def test_auto_on_a_cpu_is_bfloat16_only_with_bfloat16_units(monkeypatch, features, dtype, reason):
+def test_auto_on_a_cpu_is_bfloat16_only_with_amx(monkeypatch, features, dtype, reason):
     fake_cpu(monkeypatch, features)
     chosen = resolve_precision("auto", CPU)
     assert (chosen.dtype, chosen.reason) == (dtype, reason)
@@ -55,13 +59,13 @@ def test_auto_on_a_cpu_is_bfloat16_only_with_bfloat16_units(monkeypatch, feature
             "DNNL_MAX_CPU_ISA",
             "avx2",
             torch.float32,
-            "auto: ONEDNN_MAX_CPU_ISA=avx2 keeps oneDNN from bfloat16 matrix units (AMX)",
+            "auto: DNNL_MAX_CPU_ISA=avx2 keeps oneDNN from bfloat16 matrix units (AMX)",
         ),
         (
             "ONEDNN_MAX_CPU_ISA",
             "avx512_core_bf16",
-            torch.bfloat16,
-            "auto: the CPU has bfloat16 vector units (AVX512-BF16)",
+            torch.float32,
+            "auto: float32 runs faster than bfloat16 on bfloat16 vector units (AVX512-BF16) alone",
         ),
         (
             "ONEDNN_MAX_CPU_ISA",
@@ -129,9 +133,8 @@ def test_an_explicit_dtype_is_kept_whatever_the_cpu(monkeypatch, features, asked
 
 def test_the_real_cpu_gets_an_answer():
     """Whatever this machine is, the probes run and agree with ``auto``'s choice."""
-    units = cpu_bfloat16_units()
-    expected = torch.float32 if units is None else torch.bfloat16
-    assert resolve_precision("auto", CPU).dtype == expected
+    amx = cpu_bfloat16_units() == precision.CPU_BFLOAT16_UNITS["amx_bf16"]
+    assert resolve_precision("auto", CPU).dtype == (torch.bfloat16 if amx else torch.float32)
 
 
 def test_int8_quantizes_a_copy_leaving_layers_that_narrow_their_input(roberta_dir):

@@ -1,10 +1,10 @@
 """The encoder's number formats: the dtype ``auto`` picks on this device (and why), and int8.
 
-On a CPU, bfloat16 pays only where the CPU computes it natively: Intel AMX's matrix units, or
-the AVX512-BF16 vector instructions (AMD Zen 4, Intel Cooper Lake and later). Elsewhere torch
-emulates it, several times slower than float32 (see ``docs/benchmarks/throughput.md``). Which units
-there are is read from what torch reports, never from a list of CPU names, less those that oneDNN
-is told not to use (``ONEDNN_MAX_CPU_ISA``).
+On a CPU, bfloat16 pays only where the CPU computes it natively, and only Intel AMX's matrix units
+make it faster than float32: through the AVX512-BF16 vector instructions alone (AMD Zen 4, Intel
+Cooper Lake) it ran slower, and elsewhere torch emulates it, several times slower (see
+``docs/benchmarks/throughput.md``). Which units there are is read from what torch reports, never
+from a list of CPU names, less those that oneDNN is told not to use (``ONEDNN_MAX_CPU_ISA``).
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def resolve_precision(requested: str, device: torch.device, quantize: str = "non
     """The dtype ``requested`` means on ``device``, with the reason for it.
 
     ``auto`` is bfloat16 on CUDA (float16 where the GPU lacks bfloat16), bfloat16 on a CPU with
-    bfloat16 units that oneDNN may use (:func:`cpu_bfloat16_units`), and float32 everywhere else,
-    or wherever the linear layers are quantized to int8 (``quantize``): those take float32 inputs.
+    AMX that oneDNN may use (:func:`cpu_bfloat16_units`), and float32 everywhere else, or wherever
+    the linear layers are quantized to int8 (``quantize``): those take float32 inputs.
 
     Example:
         >>> resolve_precision("float32", torch.device("cpu"))
@@ -100,12 +100,14 @@ def resolve_precision(requested: str, device: torch.device, quantize: str = "non
 
 def _auto_on_the_cpu() -> Precision:
     units = cpu_bfloat16_units()
-    if units is not None:
+    if units == CPU_BFLOAT16_UNITS["amx_bf16"]:
         return Precision(torch.bfloat16, f"auto: the CPU has {units}")
-    units = cpu_bfloat16_units(within_isa_cap=False)
     if units is not None:
-        cap = onednn_isa_cap_name()
-        return Precision(torch.float32, f"auto: ONEDNN_MAX_CPU_ISA={cap} keeps oneDNN from {units}")
+        return Precision(torch.float32, f"auto: float32 runs faster than bfloat16 on {units} alone")
+    setting, units = onednn_isa_cap_setting(), cpu_bfloat16_units(within_isa_cap=False)
+    if setting is not None and units is not None:
+        variable, cap = setting
+        return Precision(torch.float32, f"auto: {variable}={cap} keeps oneDNN from {units}")
     return Precision(torch.float32, "auto: the CPU has no bfloat16 units (no AMX, AVX512-BF16)")
 
 
@@ -133,16 +135,23 @@ def cpu_bfloat16_units(*, within_isa_cap: bool = True) -> str | None:
 def onednn_isa_cap() -> int | None:
     """The instruction-set level ``ONEDNN_MAX_CPU_ISA`` caps oneDNN at, or None where uncapped.
 
-    The older name ``DNNL_MAX_CPU_ISA`` counts too. ``ALL``, ``DEFAULT`` and levels newer than
-    :data:`ONEDNN_ISA_LEVELS` cap none of the bfloat16 units.
+    The older name ``DNNL_MAX_CPU_ISA`` counts too. ``ALL``, ``DEFAULT``, levels newer than
+    :data:`ONEDNN_ISA_LEVELS` and names oneDNN does not know (which it ignores) cap none of the
+    bfloat16 units.
     """
-    name = onednn_isa_cap_name()
-    return ONEDNN_ISA_LEVELS.get(name.strip().upper()) if name else None
+    setting = onednn_isa_cap_setting()
+    return ONEDNN_ISA_LEVELS.get(setting[1].strip().upper()) if setting else None
 
 
-def onednn_isa_cap_name() -> str | None:
-    """``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``) as set, or None."""
-    return os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or None
+def onednn_isa_cap_setting() -> tuple[str, str] | None:
+    """The variable that caps oneDNN's instruction set and its value, or None where unset.
+
+    ``ONEDNN_MAX_CPU_ISA`` first, then the older ``DNNL_MAX_CPU_ISA``, as oneDNN reads them.
+    """
+    for variable in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        if os.environ.get(variable):
+            return variable, os.environ[variable]
+    return None
 
 
 def cpu_capabilities() -> dict[str, Any]:
