@@ -107,11 +107,18 @@ def test_the_gpu_check_without_its_packages_stops_with_one_line(tmp_path):
     (tmp_path / "benchmarks").mkdir()  # a checkout where gpu_pack.sh has not run: no .gpu/
     script = tmp_path / "benchmarks" / "gpu_check.sh"
     script.write_text((BENCHMARKS / "gpu_check.sh").read_text())
+    # A python3 that lacks spaCy and gensim, as the GPU machine's does.
+    (tmp_path / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "python3").chmod(0o755)
     done = subprocess.run(
         ["bash", str(script)],
         capture_output=True,
         text=True,
-        env={**os.environ, "OUT": str(tmp_path)},
+        env={
+            **os.environ,
+            "OUT": str(tmp_path),
+            "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+        },
     )
     assert done.returncode == 1
     assert done.stderr == (
