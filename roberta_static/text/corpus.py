@@ -149,7 +149,7 @@ def _checked_first_block(path: Path, size: int, mtime_ns: int) -> str:
     """:func:`_first_block`, once per file content (``size`` and ``mtime_ns`` key the cache)."""
     with read_errors(path), path.open("rb") as raw, Corpus._open(path, raw) as stream:
         block = stream.read(_FIRST_BLOCK)
-        binary = b"\0" in block  # as _looks_binary decides
+        binary = _binary(block)
         # A file of blank lines holds no text either: one that fits in a block is found here,
         # before the model loads, rather than by the run.
         empty = not block.strip() and not stream.read(1)
@@ -426,11 +426,16 @@ def read_errors(path: Path) -> Iterator[None]:
 
 
 def _looks_binary(stream: IO[bytes], offset: int) -> bool:
-    """Whether the first block of the stream holds a NUL byte (text files never do)."""
+    """Whether the stream's first block is :func:`_binary`, the stream left at ``offset``."""
     stream.seek(0)
-    binary = b"\0" in stream.read(_FIRST_BLOCK)
+    binary = _binary(stream.read(_FIRST_BLOCK))
     stream.seek(offset)
     return binary
+
+
+def _binary(first_block: bytes) -> bool:
+    """Whether a file's first block holds a NUL byte (text files never do)."""
+    return b"\0" in first_block
 
 
 def _byte_before(stream: IO[bytes], offset: int) -> bytes:
