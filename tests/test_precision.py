@@ -79,6 +79,13 @@ def test_auto_on_a_cpu_is_bfloat16_only_with_amx(monkeypatch, features, dtype, r
             torch.bfloat16,
             "auto: the CPU has bfloat16 matrix units (AMX)",
         ),
+        # A name oneDNN does not know: oneDNN ignores it, and so does auto.
+        (
+            "ONEDNN_MAX_CPU_ISA",
+            "AVX9000",
+            torch.bfloat16,
+            "auto: the CPU has bfloat16 matrix units (AMX)",
+        ),
     ],
 )
 def test_auto_on_a_cpu_uses_only_the_units_onednn_is_allowed(

@@ -120,7 +120,7 @@ def cpu_bfloat16_units(*, within_isa_cap: bool = True) -> str | None:
     if not torch.backends.mkldnn.is_available():
         return None
     capabilities = cpu_capabilities()
-    cap = onednn_isa_cap() if within_isa_cap else None
+    cap = _onednn_isa_cap() if within_isa_cap else None
     return next(
         (
             units
@@ -132,7 +132,7 @@ def cpu_bfloat16_units(*, within_isa_cap: bool = True) -> str | None:
     )
 
 
-def onednn_isa_cap() -> int | None:
+def _onednn_isa_cap() -> int | None:
     """The instruction-set level ``ONEDNN_MAX_CPU_ISA`` caps oneDNN at, or None where uncapped.
 
     The older name ``DNNL_MAX_CPU_ISA`` counts too. ``ALL``, ``DEFAULT``, levels newer than
