@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -166,3 +171,54 @@ def test_auto_is_float32_around_int8_layers(monkeypatch):
         "float32",
         "auto: float32 around the int8 linear layers",
     )
+
+
+@pytest.mark.parametrize("user_value", [None, "512"])
+def test_an_encoder_on_the_cpu_bounds_onednns_kernel_caches(model_dir, monkeypatch, user_value):
+    from roberta_static.config import DistillConfig
+    from roberta_static.model.encoder import Encoder
+    from roberta_static.model.loading import load_pretrained
+
+    for variable in precision.ONEDNN_CACHE_VARIABLES:
+        monkeypatch.setenv(variable, user_value or "")  # restored after the test
+        if user_value is None:
+            monkeypatch.delenv(variable)
+    config = DistillConfig(model=str(model_dir), device="cpu", dtype="bfloat16")
+    Encoder(*load_pretrained(config), config)
+    expected = user_value or str(precision.ONEDNN_CACHE_SHAPES)
+    assert [os.environ[v] for v in precision.ONEDNN_CACHE_VARIABLES] == [expected] * 2
+
+
+GROWTH_SCRIPT = """
+import re, sys
+from pathlib import Path
+import torch
+from roberta_static.model.precision import bound_onednn_caches
+if sys.argv[1] == "bounded":
+    bound_onednn_caches()
+def resident():
+    text = Path("/proc/self/smaps_rollup").read_text()
+    return int(re.search(r"^Rss:\\s+(\\d+)", text, re.MULTILINE).group(1)) * 1024
+torch.set_num_threads(1)
+layer = torch.nn.Linear(32, 128).to(torch.bfloat16)
+with torch.inference_mode():
+    layer(torch.ones(1, 4, 32, dtype=torch.bfloat16))
+    before = resident()
+    for rows in range(1, 301):  # a pass's batches: a new shape each
+        layer(torch.ones(rows, 7, 32, dtype=torch.bfloat16))
+print(resident() - before)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="reads Linux's /proc")
+def test_bounded_caches_keep_bfloat16_products_of_many_shapes_from_growing_the_process():
+    def growth(mode: str) -> int:
+        # A process of its own: oneDNN reads its cache sizes once, at its first product.
+        env = {k: v for k, v in os.environ.items() if k not in precision.ONEDNN_CACHE_VARIABLES}
+        script = [sys.executable, "-c", GROWTH_SCRIPT, mode]
+        return int(subprocess.run(script, env=env, capture_output=True, check=True).stdout)
+
+    unbounded = growth("unbounded")
+    if unbounded < 20 * 2**20:
+        pytest.skip(f"oneDNN's caches grew {unbounded / 2**20:.1f} MB here: nothing to bound")
+    assert growth("bounded") < unbounded / 4

@@ -16,7 +16,7 @@ from ..config import ALL_LAYERS, Combine, DistillConfig, Layers
 from ..errors import ConfigError, ModelLoadError
 from .batches import Batch, EncoderInput, make_batches
 from .pooling import Occurrences, occurrence_arrays
-from .precision import quantize_int8, resolve_precision
+from .precision import bound_onednn_caches, quantize_int8, resolve_precision
 from .staging import Staging
 from .subwords import SubwordEncoder
 
@@ -89,6 +89,8 @@ class Encoder:
             self.last_layer = self.read.index(self.num_layers)
         self.hidden_size = int(model.config.hidden_size)
         self.device = resolve_device(config.devices[0])
+        if self.device.type == "cpu":
+            bound_onednn_caches()
         self.precision = resolve_precision(config.dtype, self.device, config.quantize)
         self.dtype = self.precision.dtype
         self.model = truncate_layers(model, max(self.read)).to(self.device, self.dtype).eval()

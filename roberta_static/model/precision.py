@@ -52,6 +52,12 @@ _UNIT_LEVELS = {
 # Older torch has no ``get_capabilities``, only these private probes (AMX's tiles come with its
 # bfloat16 unit on every CPU that has them).
 _OLDER_PROBES = {"amx_bf16": "_is_amx_tile_supported", "avx512_bf16": "_is_avx512_bf16_supported"}
+# oneDNN keeps the kernels it compiled for each shape of matrix product, up to 1,024 shapes in
+# each of two caches (ideep's and its own), which read these variables. A pass's batches come in
+# hundreds of shapes, so in bfloat16 those caches grew a process by hundreds of megabytes over a
+# run; a handful of shapes held compiles no more (docs/benchmarks/throughput.md).
+ONEDNN_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+ONEDNN_CACHE_SHAPES = 16
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,16 @@ def onednn_isa_cap_setting() -> tuple[str, str] | None:
         if os.environ.get(variable):
             return variable, os.environ[variable]
     return None
+
+
+def bound_onednn_caches() -> None:
+    """Hold oneDNN's kernel caches to a few shapes (:data:`ONEDNN_CACHE_SHAPES`), in this process
+    and those it starts, unless the user sized them.
+
+    oneDNN reads the sizes once, at its first matrix product: this has effect only before it.
+    """
+    for variable in ONEDNN_CACHE_VARIABLES:
+        os.environ.setdefault(variable, str(ONEDNN_CACHE_SHAPES))
 
 
 def cpu_capabilities() -> dict[str, Any]:
