@@ -161,10 +161,10 @@ def onednn_isa_cap_setting() -> tuple[str, str] | None:
 
 
 def bound_onednn_caches() -> None:
-    """Hold oneDNN's kernel caches to a few shapes (:data:`ONEDNN_CACHE_SHAPES`), in this process
-    and those it starts, unless the user sized them.
+    """Hold oneDNN's kernel caches to :data:`ONEDNN_CACHE_SHAPES`, unless the user sized them.
 
-    oneDNN reads the sizes once, at its first matrix product: this has effect only before it.
+    The setting holds for this process and those it starts. oneDNN reads the sizes once, at its
+    first matrix product: this has effect only before it.
     """
     for variable in ONEDNN_CACHE_VARIABLES:
         os.environ.setdefault(variable, str(ONEDNN_CACHE_SHAPES))
