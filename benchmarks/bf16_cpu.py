@@ -18,6 +18,7 @@ A variant is pieces joined by ``+`` (``bfloat16+freeze``), float32 unless a dtyp
   compile                   the forward through torch.compile (inductor, dynamic shapes)
   freeze                    the same with inductor's freezing (weights folded, prepacked for oneDNN)
   threads1                  torch held to one thread (the producer thread keeps the other core)
+  onednn1024                oneDNN's kernel caches at their libraries' size (1,024 shapes each)
   workers2                  --workers 2 (the producer in two processes)
   budgetN                   --batch-tokens N (length-bucketed batches of N tokens)
 Pieces that are no option of ``distill`` (compile, freeze, int8-all) are patched into the run's
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -49,7 +49,11 @@ MINILM_VARIANTS = (
 ROBERTA_VARIANTS = "float32,auto,bfloat16"
 PATCHES = ("compile", "freeze", "int8-all")
 OPTIONS = {"int8": ["--quantize", "int8"], "workers2": ["--workers", "2"]}
-ENVIRONMENTS = {"threads1": [("OMP_NUM_THREADS", "1")]}
+ENVIRONMENTS = {
+    "threads1": [("OMP_NUM_THREADS", "1")],
+    # oneDNN's and ideep's own kernel cache sizes, which distill otherwise holds to 16 shapes
+    "onednn1024": [("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024"), ("LRU_CACHE_CAPACITY", "1024")],
+}
 FLAGS = (
     "avx2",
     "avx512f",
@@ -108,6 +112,7 @@ class Runs:
     dtype: str = ""
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    peak: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
     scores: dict[str, float] = field(default_factory=dict)
@@ -152,7 +157,8 @@ def child(patches: list[str], argv: list[str]) -> None:
 
 
 def run_once(variant: Variant, model: str, corpus: Path, vocab: Path, out: Path) -> Any:
-    """One ``distill`` in its own process: the vectors, the command's wall and CPU seconds."""
+    """One ``distill`` in its own process: the vectors, the command's wall and CPU seconds, and
+    its peak resident memory in GB."""
     from roberta_static import StaticVectors
 
     argv = ["distill", str(corpus), "--vocab", str(vocab), "--model", model, "--out", str(out)]
@@ -161,20 +167,17 @@ def run_once(variant: Variant, model: str, corpus: Path, vocab: Path, out: Path)
         command = [sys.executable, __file__, "--child", ",".join(variant.patches), "--", *argv]
     else:
         command = [sys.executable, "-m", "roberta_static", *argv]
-    cpu_before, started = children_cpu_seconds(), time.perf_counter()
-    env = {**os.environ, **dict(variant.env)}
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - started, children_cpu_seconds() - cpu_before
-    if done.returncode:
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
-    return StaticVectors.load(out), wall, cpu
-
-
-def children_cpu_seconds() -> float:
-    """User + system CPU seconds of this process's finished children."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as output:
+        env = {**os.environ, **dict(variant.env)}
+        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time and peak
+        wall, cpu = time.perf_counter() - started, usage.ru_utime + usage.ru_stime
+        if os.waitstatus_to_exitcode(status):
+            output.seek(0)
+            lines = output.read().strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"exit status {status}")
+    return StaticVectors.load(out), wall, cpu, usage.ru_maxrss / 2**20  # kB on Linux
 
 
 def scores(vectors: Any) -> dict[str, float]:
@@ -200,7 +203,7 @@ def measure(model: str, variants: list[Variant], rounds: int, folder: Path) -> l
             if runs.failed:
                 continue
             try:
-                vectors, wall, cpu = run_once(runs.variant, model, corpus, vocab, out)
+                vectors, wall, cpu, peak = run_once(runs.variant, model, corpus, vocab, out)
             except RuntimeError as error:
                 runs.failed = str(error)
                 print(f"  {runs.variant.name}: failed: {error}", flush=True)
@@ -210,6 +213,7 @@ def measure(model: str, variants: list[Variant], rounds: int, folder: Path) -> l
             runs.dtype = vectors.meta["model"]["dtype"]
             runs.wall.append(wall)
             runs.cpu.append(cpu)
+            runs.peak.append(peak)
             runs.seconds.append(stats["seconds"])
             runs.rates.append(stats["tokens"] / stats["seconds"])
             runs.scores = runs.scores or scores(vectors)
@@ -217,7 +221,7 @@ def measure(model: str, variants: list[Variant], rounds: int, folder: Path) -> l
             runs.identical &= np.array_equal(reference.vectors, vectors.vectors)
             print(
                 f"  round {round_number + 1} {runs.variant.name}: {stats['seconds']:.1f} s pass, "
-                f"{runs.rates[-1]:,.0f} model tokens/s, {wall:.1f} s command ({cpu:.1f} CPU s)",
+                f"{runs.rates[-1]:,.0f} model tokens/s, {wall:.1f} s command ({cpu:.1f} CPU s), peak {peak:.2f} GB",
                 flush=True,
             )
     return results
@@ -235,19 +239,19 @@ def table(title: str, results: list[Runs]) -> None:
     print(f"\n{title}\n")
     print(
         "| variant | dtype | pass (meta.json s) | model tokens/s | whole command s | CPU s | "
-        f"{' / '.join(names)} | change | cosine to float32 (median, min) |"
+        f"peak RSS GB | {' / '.join(names)} | change | cosine to float32 (median, min) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for runs in results:
         if runs.failed:
-            print(f"| {runs.variant.name} | failed: {runs.failed} | | | | | | | |")
+            print(f"| {runs.variant.name} | failed: {runs.failed} | | | | | | | | |")
             continue
         change = " / ".join(f"{runs.scores[n] - base.scores[n]:+.2f}" for n in names)
         median, least = runs.cosine
         print(
             f"| {runs.variant.name} | {runs.dtype} | {_each(runs.seconds, '.1f')} | "
             f"{_each(runs.rates, ',.0f')} | {_each(runs.wall, '.1f')} | {_each(runs.cpu, '.1f')} | "
-            f"{' / '.join(f'{runs.scores[n]:.2f}' for n in names)} | {change} | "
+            f"{_each(runs.peak, '.2f')} | {' / '.join(f'{runs.scores[n]:.2f}' for n in names)} | {change} | "
             f"{median:.5f}, {least:.5f} |"
         )
 

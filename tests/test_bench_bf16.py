@@ -17,6 +17,8 @@ def test_a_variant_is_pieces_joined_by_plus_and_float32_comes_first():
     assert second.options == ("--dtype", "bfloat16") and second.patches == ("freeze",)
     assert third.options == ("--dtype", "float32", "--quantize", "int8", "--batch-tokens", "2048")
     assert third.env == (("OMP_NUM_THREADS", "1"),)
+    cached = bf16_cpu.parse_variant("auto+onednn1024").env
+    assert dict(cached) == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024", "LRU_CACHE_CAPACITY": "1024"}
     with pytest.raises(argparse.ArgumentTypeError, match="unknown variant piece 'int4'"):
         bf16_cpu.parse_variant("int4")
 
@@ -29,6 +31,7 @@ def test_auto_is_measured_against_float32_and_found_identical_here(roberta_dir, 
     assert [runs.failed for runs in results] == [None, None]
     float32, auto = results
     assert float32.dtype == "float32" and auto.cosine[1] > 0.999999
+    assert all(0.1 < runs.peak[0] < 64 for runs in results)  # GB: torch alone takes more than 0.1
     bf16_cpu.auto_targets(results)
     printed = capsys.readouterr().out
     assert "round 1 auto:" in printed
