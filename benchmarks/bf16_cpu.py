@@ -339,10 +339,21 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=3000, help="lines of the text (default 3000)")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--models", default="minilm,roberta-base")
-    parser.add_argument("--variants", type=parse_variants, default=MINILM_VARIANTS)
-    parser.add_argument("--roberta-variants", type=parse_variants, default=ROBERTA_VARIANTS)
+    parser.add_argument("--rounds", type=int, default=2, help="each variant once a round")
+    parser.add_argument("--models", default="minilm,roberta-base", help="comma-separated")
+    parser.add_argument(
+        "--variants",
+        type=parse_variants,
+        default=MINILM_VARIANTS,
+        help=f"MiniLM's, comma-separated, pieces joined by + (default: {MINILM_VARIANTS}); "
+        f"pieces: {', '.join([*DTYPES, *OPTIONS, *PATCHES, *ENVIRONMENTS, 'budgetN'])}",
+    )
+    parser.add_argument(
+        "--roberta-variants",
+        type=parse_variants,
+        default=ROBERTA_VARIANTS,
+        help=f"roberta-base's (default: {ROBERTA_VARIANTS})",
+    )
     args = parser.parse_args()
     import torch
     from quality import minilm_path

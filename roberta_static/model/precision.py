@@ -55,7 +55,7 @@ _OLDER_PROBES = {"amx_bf16": "_is_amx_tile_supported", "avx512_bf16": "_is_avx51
 # oneDNN keeps the kernels it compiled for each shape of matrix product, up to 1,024 shapes in
 # each of two caches (ideep's and its own), which read these variables. A pass's batches come in
 # hundreds of shapes, so in bfloat16 those caches grew a process by hundreds of megabytes over a
-# run; a handful of shapes held compiles no more (docs/benchmarks/throughput.md).
+# run; holding a handful cost no measurable CPU time (docs/benchmarks/throughput.md, Scale).
 ONEDNN_CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 ONEDNN_CACHE_SHAPES = 16
 
