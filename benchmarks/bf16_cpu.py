@@ -34,13 +34,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from child_run import run_measured
 
 DTYPES = ("float32", "auto", "bfloat16")
 MINILM_VARIANTS = (
@@ -157,8 +157,7 @@ def child(patches: list[str], argv: list[str]) -> None:
 
 
 def run_once(variant: Variant, model: str, corpus: Path, vocab: Path, out: Path) -> Any:
-    """One ``distill`` in its own process: the vectors, the command's wall and CPU seconds, and
-    its peak resident memory in GB."""
+    """One ``distill`` in its own process: the vectors, and how the process ran."""
     from roberta_static import StaticVectors
 
     argv = ["distill", str(corpus), "--vocab", str(vocab), "--model", model, "--out", str(out)]
@@ -167,17 +166,11 @@ def run_once(variant: Variant, model: str, corpus: Path, vocab: Path, out: Path)
         command = [sys.executable, __file__, "--child", ",".join(variant.patches), "--", *argv]
     else:
         command = [sys.executable, "-m", "roberta_static", *argv]
-    started = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as output:
-        env = {**os.environ, **dict(variant.env)}
-        child = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU time and peak
-        wall, cpu = time.perf_counter() - started, usage.ru_utime + usage.ru_stime
-        if os.waitstatus_to_exitcode(status):
-            output.seek(0)
-            lines = output.read().strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"exit status {status}")
-    return StaticVectors.load(out), wall, cpu, usage.ru_maxrss / 2**20  # kB on Linux
+    finished = run_measured(command, {**os.environ, **dict(variant.env)})
+    if finished.exit_code:
+        lines = finished.output.strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit status {finished.exit_code}")
+    return StaticVectors.load(out), finished
 
 
 def scores(vectors: Any) -> dict[str, float]:
@@ -203,7 +196,7 @@ def measure(model: str, variants: list[Variant], rounds: int, folder: Path) -> l
             if runs.failed:
                 continue
             try:
-                vectors, wall, cpu, peak = run_once(runs.variant, model, corpus, vocab, out)
+                vectors, finished = run_once(runs.variant, model, corpus, vocab, out)
             except RuntimeError as error:
                 runs.failed = str(error)
                 print(f"  {runs.variant.name}: failed: {error}", flush=True)
@@ -211,9 +204,9 @@ def measure(model: str, variants: list[Variant], rounds: int, folder: Path) -> l
             reference = vectors if reference is None else reference
             stats = vectors.meta["stats"]
             runs.dtype = vectors.meta["model"]["dtype"]
-            runs.wall.append(wall)
-            runs.cpu.append(cpu)
-            runs.peak.append(peak)
+            runs.wall.append(finished.wall)
+            runs.cpu.append(finished.cpu)
+            runs.peak.append(finished.peak_bytes / 2**30)
             runs.seconds.append(stats["seconds"])
             runs.rates.append(stats["tokens"] / stats["seconds"])
             runs.scores = runs.scores or scores(vectors)
@@ -221,7 +214,8 @@ def measure(model: str, variants: list[Variant], rounds: int, folder: Path) -> l
             runs.identical &= np.array_equal(reference.vectors, vectors.vectors)
             print(
                 f"  round {round_number + 1} {runs.variant.name}: {stats['seconds']:.1f} s pass, "
-                f"{runs.rates[-1]:,.0f} model tokens/s, {wall:.1f} s command ({cpu:.1f} CPU s), peak {peak:.2f} GB",
+                f"{runs.rates[-1]:,.0f} model tokens/s, {finished.wall:.1f} s command "
+                f"({finished.cpu:.1f} CPU s), peak {runs.peak[-1]:.2f} GB",
                 flush=True,
             )
     return results
@@ -251,8 +245,8 @@ def table(title: str, results: list[Runs]) -> None:
         print(
             f"| {runs.variant.name} | {runs.dtype} | {_each(runs.seconds, '.1f')} | "
             f"{_each(runs.rates, ',.0f')} | {_each(runs.wall, '.1f')} | {_each(runs.cpu, '.1f')} | "
-            f"{_each(runs.peak, '.2f')} | {' / '.join(f'{runs.scores[n]:.2f}' for n in names)} | {change} | "
-            f"{median:.5f}, {least:.5f} |"
+            f"{_each(runs.peak, '.2f')} | {' / '.join(f'{runs.scores[n]:.2f}' for n in names)} | "
+            f"{change} | {median:.5f}, {least:.5f} |"
         )
 
 

@@ -3,7 +3,7 @@
 Builds files of one line each (gensim's Wikipedia + Lee text repeated, joined by spaces, no newline)
 of the sizes asked for, and runs ``roberta-static distill`` on each in a fresh process with three
 vocabulary words that occur once per copy of the text, so segmentation of the whole line is the
-work and few sentences reach the encoder. Peak RSS comes from ``wait4`` on the child. Bounded
+work and few sentences reach the encoder. Peak RSS comes from ``wait4`` on the child (``child_run.py``). Bounded
 memory means the peak stays flat as the line grows. The encoder's working memory for one batch
 grows with ``--batch-tokens`` (attention is heads x rows x length^2); a small budget keeps that
 part equal across sizes, so what is left to compare is the corpus path.
@@ -14,14 +14,12 @@ Usage: python benchmarks/long_line.py [--sizes-mb 5,25,50] [--batch-tokens 1024]
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
+from child_run import run_measured
 from gensim_corpus import lee_documents, wiki_paragraphs
 from quality import minilm_path
 
@@ -47,20 +45,15 @@ def run_distill(
     corpus: Path, vocab: Path, model: str, out: Path, batch_tokens: int
 ) -> tuple[float, float, str]:
     """Seconds, peak RSS in MB, and the last line the CLI printed."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
+    finished = run_measured(
         ["roberta-static", "distill", str(corpus), "--vocab", str(vocab), "--model", model,
          "--out", str(out), "--max-contexts", "0", "--layers", "-1",
-         "--batch-tokens", str(batch_tokens)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+         "--batch-tokens", str(batch_tokens)]
     )  # fmt: skip
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    output = process.stdout.read()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"distill failed on {corpus}:\n{output}")
-    lines = [line for line in output.splitlines() if "entries found" in line]
-    return seconds, usage.ru_maxrss / 1024, lines[-1] if lines else ""
+    if finished.exit_code != 0:
+        raise SystemExit(f"distill failed on {corpus}:\n{finished.output}")
+    lines = [line for line in finished.output.splitlines() if "entries found" in line]
+    return finished.wall, finished.peak_bytes / 2**20, lines[-1] if lines else ""
 
 
 def main() -> None:

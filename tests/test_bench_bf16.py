@@ -9,6 +9,14 @@ from conftest import CORPUS_LINES, VOCAB_ENTRIES
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import bf16_cpu  # noqa: E402
+from child_run import run_measured  # noqa: E402
+
+
+def test_a_child_run_gives_its_exit_code_output_and_peak():
+    script = "import sys; data = b'x' * (200 * 2**20); print('made'); sys.exit(3)"
+    finished = run_measured([sys.executable, "-c", script])
+    assert (finished.exit_code, finished.output) == (3, "made\n")
+    assert finished.peak_bytes > 200 * 2**20 and finished.wall > 0 and finished.cpu > 0
 
 
 def test_a_variant_is_pieces_joined_by_plus_and_float32_comes_first():
