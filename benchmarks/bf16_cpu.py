@@ -19,6 +19,7 @@ A variant is pieces joined by ``+`` (``bfloat16+freeze``), float32 unless a dtyp
   freeze                    the same with inductor's freezing (weights folded, prepacked for oneDNN)
   threads1                  torch held to one thread (the producer thread keeps the other core)
   onednn1024                oneDNN's kernel caches at their libraries' size (1,024 shapes each)
+  mmap128k                  glibc's mmap threshold fixed at 128 KiB (MALLOC_MMAP_THRESHOLD_)
   workers2                  --workers 2 (the producer in two processes)
   budgetN                   --batch-tokens N (length-bucketed batches of N tokens)
 Pieces that are no option of ``distill`` (compile, freeze, int8-all) are patched into the run's
@@ -53,6 +54,8 @@ ENVIRONMENTS = {
     "threads1": [("OMP_NUM_THREADS", "1")],
     # oneDNN's and ideep's own kernel cache sizes, which distill otherwise holds to 16 shapes
     "onednn1024": [("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024"), ("LRU_CACHE_CAPACITY", "1024")],
+    # glibc's threshold fixed: every buffer past it is mapped and unmapped, none left in the heap
+    "mmap128k": [("MALLOC_MMAP_THRESHOLD_", "131072")],
 }
 FLAGS = (
     "avx2",

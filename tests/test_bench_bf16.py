@@ -25,8 +25,12 @@ def test_a_variant_is_pieces_joined_by_plus_and_float32_comes_first():
     assert second.options == ("--dtype", "bfloat16") and second.patches == ("freeze",)
     assert third.options == ("--dtype", "float32", "--quantize", "int8", "--batch-tokens", "2048")
     assert third.env == (("OMP_NUM_THREADS", "1"),)
-    cached = bf16_cpu.parse_variant("auto+onednn1024").env
-    assert dict(cached) == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024", "LRU_CACHE_CAPACITY": "1024"}
+    cached = bf16_cpu.parse_variant("auto+onednn1024+mmap128k").env
+    assert dict(cached) == {
+        "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024",
+        "LRU_CACHE_CAPACITY": "1024",
+        "MALLOC_MMAP_THRESHOLD_": "131072",
+    }
     with pytest.raises(argparse.ArgumentTypeError, match="unknown variant piece 'int4'"):
         bf16_cpu.parse_variant("int4")
 
