@@ -333,6 +333,11 @@ def machine() -> str:
     return f"{hardware()}\nCPU flags: has {' '.join(have) or 'none'}; lacks {' '.join(lacks) or 'none'}"
 
 
+def _rounds(count: int) -> str:
+    """The count in words: 1 round, 2 rounds."""
+    return f"{count} round" if count == 1 else f"{count} rounds"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=3000, help="lines of the text (default 3000)")
@@ -343,6 +348,7 @@ def main() -> None:
         type=parse_variants,
         default=MINILM_VARIANTS,
         help=f"MiniLM's, comma-separated, pieces joined by + (default: {MINILM_VARIANTS}); "
+        "float32 runs too, first, as the baseline; "
         f"pieces: {', '.join([*DTYPES, *OPTIONS, *PATCHES, *ENVIRONMENTS, 'budgetN'])}",
     )
     parser.add_argument(
@@ -361,7 +367,7 @@ def main() -> None:
     print(machine())
     auto = resolve_precision("auto", torch.device("cpu"))
     print(f"--dtype auto on this CPU: {auto.name} ({auto.reason})")
-    print(f"{args.lines:,} lines of the text, {args.rounds} rounds, alternating")
+    print(f"{args.lines:,} lines of the text, {_rounds(args.rounds)}, alternating")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         lines = write_corpus(folder / "corpus.txt", lines=args.lines)
@@ -376,7 +382,7 @@ def main() -> None:
                 parser.error(f"--models: expected minilm or roberta-base, got {name!r}")
             print(f"\n{name}:", flush=True)
             results = measure(model, variants, args.rounds, folder)
-            table(f"{name}, {args.lines:,} lines, {args.rounds} rounds", results)
+            table(f"{name}, {args.lines:,} lines, {_rounds(args.rounds)}", results)
             if name == "minilm":
                 auto_targets(results)
                 option_targets(results)
