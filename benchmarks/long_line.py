@@ -4,9 +4,10 @@ Builds files of one line each (gensim's Wikipedia + Lee text repeated, joined by
 of the sizes asked for, and runs ``roberta-static distill`` on each in a fresh process with three
 vocabulary words that occur once per copy of the text, so segmentation of the whole line is the
 work and few sentences reach the encoder. Peak RSS comes from ``wait4`` on the child
-(``child_run.py``). Bounded memory means the peak stays flat as the line grows. The encoder's working memory for one batch
-grows with ``--batch-tokens`` (attention is heads x rows x length^2); a small budget keeps that
-part equal across sizes, so what is left to compare is the corpus path.
+(``child_run.py``). Bounded memory means the peak stays flat as the line grows. The encoder's
+working memory for one batch grows with ``--batch-tokens`` (attention is heads x rows x
+length^2); a small budget keeps that part equal across sizes, so what is left to compare is the
+corpus path.
 
 Usage: python benchmarks/long_line.py [--sizes-mb 5,25,50] [--batch-tokens 1024] [--model PATH]
 """
