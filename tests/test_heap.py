@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +44,37 @@ def test_a_pass_trims_the_heap_where_it_reads_encodes_and_loops(
         monkeypatch.setattr(module, "trim_heap", lambda name=module.__name__: callers.append(name))
     distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), workers=1))
     assert set(callers) == {loop.__name__, producer.__name__, step.__name__}
+
+
+@pytest.fixture
+def mallopts(monkeypatch):
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(heap, "_mallopt", lambda *args: calls.append(args) or 1)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    return calls
+
+
+def test_the_mmap_threshold_is_fixed_at_glibcs_initial_value(mallopts):
+    assert heap.fix_mmap_threshold()
+    assert mallopts == [(-3, 128 * 1024)]  # M_MMAP_THRESHOLD, from glibc's <malloc.h>
+
+
+def test_a_users_mmap_threshold_rules(mallopts, monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "4194304")
+    assert not heap.fix_mmap_threshold()
+    assert mallopts == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_fixing_the_threshold_keeps_large_blocks_out_of_the_heap():
+    fix = "from roberta_static.engine.heap import fix_mmap_threshold; fix_mmap_threshold(); "
+    probe = "from worker_probe import mmap_threshold_fixed; print(mmap_threshold_fixed())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), *sys.path])
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for code in (probe, fix + probe)
+    ]
+    assert outputs == ["False", "True"]

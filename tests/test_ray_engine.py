@@ -391,3 +391,20 @@ def test_ray_keeps_the_sentence_targets_one_process_keeps(corpus_folder, vocab_f
     assert len(one) == 5 and on_ray.keys.tolist() == one.keys.tolist()
     assert on_ray.entries.tolist() == one.entries.tolist()
     np.testing.assert_allclose(on_ray.vectors, one.vectors, atol=1e-5)
+
+
+def test_shard_tasks_without_torch_fix_their_mmap_threshold():
+    # A Ray worker started as RayFeeder starts its shard tasks when they need no torch.
+    from roberta_static.engine.ray import tasks
+
+    def probe() -> tuple[bool, bool]:
+        from worker_probe import mmap_threshold_fixed
+
+        from roberta_static.engine.ray import tasks  # noqa: F401 (what the shard tasks import)
+
+        return sys.modules.get("torch") is not None, mmap_threshold_fixed()
+
+    tests = {"PYTHONPATH": os.path.dirname(__file__)}  # for worker_probe
+    without_torch = {"env_vars": {**tests, tasks.WITHOUT_TORCH: "1"}}
+    assert ray.get(ray.remote(runtime_env=without_torch)(probe).remote()) == (False, True)
+    assert ray.get(ray.remote(runtime_env={"env_vars": tests})(probe).remote()) == (True, False)

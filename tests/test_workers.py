@@ -222,7 +222,7 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     worker = context.Process(target=probe, args=(setups, tasks, results, without_torch))
     worker.start()
     try:
-        messages = [results.get(timeout=120) for _ in range(5)]
+        messages = [results.get(timeout=120) for _ in range(6)]
     finally:
         worker.join(timeout=10)
         if worker.is_alive():
@@ -236,6 +236,8 @@ def test_a_worker_serves_its_tasks_and_imports_torch_only_when_asked(
     assert messages[2] == ("torch", -1, not without_torch)
     assert messages[3] == ("preloaded", -1, without_torch)
     assert messages[4] == ("frozen", -1, True)  # what it built lives as long as it
+    # A worker without torch runs no model: its heap keeps no holes at no cost.
+    assert messages[5] == ("mmap threshold fixed", -1, without_torch)
 
 
 @pytest.mark.parametrize("max_contexts", [0, 7])

@@ -9,6 +9,7 @@ local engine's workers do (with the engine's start method, see ``local._worker_c
 from __future__ import annotations
 
 import atexit
+import ctypes
 import gc
 import sys
 from pathlib import Path
@@ -19,13 +20,42 @@ from roberta_static.engine.worker import serve, worker_main, worker_process
 
 def probe(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
     """Serve the tasks as a worker does, then send ``("torch", -1, imported)``,
-    ``("preloaded", -1, whether spaCy was imported before the worker began)`` and
-    ``("frozen", -1, whether objects are left out of the garbage collector)``."""
+    ``("preloaded", -1, whether spaCy was imported before the worker began)``,
+    ``("frozen", -1, whether objects are left out of the garbage collector)`` and
+    ``("mmap threshold fixed", -1, mmap_threshold_fixed())``."""
     preloaded = "spacy" in sys.modules
     worker_main(setups, tasks, results, without_torch)
     results.put(("torch", -1, sys.modules.get("torch") is not None))
     results.put(("preloaded", -1, preloaded))
     results.put(("frozen", -1, gc.get_freeze_count() > 0))
+    results.put(("mmap threshold fixed", -1, mmap_threshold_fixed()))
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2``."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+    ]
+
+
+def mmap_threshold_fixed() -> bool:
+    """Whether this process's glibc maps a 2 MiB block right after an 8 MiB one was freed.
+
+    Freeing the mapped 8 MiB block raises glibc's dynamic threshold past 2 MiB, so the next
+    2 MiB block comes from the heap; with the threshold fixed at 128 KiB it is mapped.
+    """
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.mallinfo2.restype = _MallInfo2
+    libc.free(libc.malloc(8 << 20))
+    mapped = libc.mallinfo2().hblks
+    block = libc.malloc(2 << 20)
+    fixed = libc.mallinfo2().hblks > mapped
+    libc.free(block)
+    return fixed
 
 
 def probe_exit(setups: Any, tasks: Any, results: Any, torn_down: Path) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..debug import keep_traceback
 from ..errors import CorpusError, RobertaStaticError
+from .heap import fix_mmap_threshold
 from .messages import CountShard, EncodeShard, Failure, Message, Task
 
 if TYPE_CHECKING:
@@ -87,6 +88,8 @@ def worker_main(setups: Any, tasks: Any, results: Any, without_torch: bool) -> N
     if without_torch:
         # Python's documented way to make an import fail: thinc then runs without torch.
         sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+        # Without torch no model runs here, so a fixed threshold costs nothing.
+        fix_mmap_threshold()
     # spaCy's imports, while the main process loads the model that the setup needs.
     importlib.import_module(".producer", __package__)
     setup: ProducerSetup = setups.get()

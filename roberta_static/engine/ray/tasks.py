@@ -18,10 +18,14 @@ from typing import Any
 # The shard tasks run in Ray workers of their own, started with this variable, when their CPU
 # side needs no torch (see ``producer.needs_torch``): thinc then imports none, as in the local
 # engine's workers, and each such worker holds that much less memory. It must come before spaCy's
-# imports, which the producer's below begin.
+# imports, which the producer's below begin. No model runs in such a worker, so its mmap
+# threshold may be fixed (see ``heap.fix_mmap_threshold``).
 WITHOUT_TORCH = "ROBERTA_STATIC_TASKS_WITHOUT_TORCH"
 if os.environ.get(WITHOUT_TORCH) == "1":
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+    from ..heap import fix_mmap_threshold
+
+    fix_mmap_threshold()
 
 from ...config import DistillConfig  # noqa: E402
 from ...debug import keep_traceback  # noqa: E402
