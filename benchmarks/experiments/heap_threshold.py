@@ -5,10 +5,11 @@ Runs ``distill`` with ``--workers 2`` over ``scale.py``'s folder of ``--files`` 
 own (dynamic) threshold and once with ``MALLOC_MMAP_THRESHOLD_=131072``, each in a fresh process.
 Every ``--every`` seconds it prints the main process's heap from glibc's ``mallinfo2`` (its
 arenas, the bytes in use, the bytes free in them) and the PSS of the main process and of each
-process it started.
+process it started. ``--threshold`` runs one of the two; ``--checkpoint-every S`` writes a
+checkpoint every S seconds, as ``scale.py`` does (by default none is written).
 
 Usage: python benchmarks/experiments/heap_threshold.py --work /tmp/scale [--files 100000]
-    [--seconds 180] [--every 20]
+    [--seconds 180] [--every 20] [--threshold own|fixed] [--checkpoint-every 20]
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scale.py's corpus and model
 
-THRESHOLDS = {"glibc's own": None, "fixed at 128 KiB": "131072"}
+THRESHOLDS = {"own": ("glibc's own", None), "fixed": ("fixed at 128 KiB", "131072")}
 
 
 class _MallInfo2(ctypes.Structure):
@@ -42,6 +45,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=180)
     parser.add_argument("--every", type=float, default=20)
+    parser.add_argument(
+        "--threshold", choices=THRESHOLDS, help="default: both, one after the other"
+    )
+    parser.add_argument("--checkpoint-every", type=float, default=0, help="seconds (0: none)")
     args = parser.parse_args()
     from scale import build_corpus, build_vocabulary, near_free_model
 
@@ -51,8 +58,10 @@ def main() -> None:
         "vocab": str(build_vocabulary(args.work, 100_000)),
         "model": near_free_model(args.work),
         "every": args.every,
+        "checkpoint_every": args.checkpoint_every,
+        "out": str(args.work / "out" / "heap_threshold"),
     }
-    for name, threshold in THRESHOLDS.items():
+    for name, threshold in [THRESHOLDS[args.threshold]] if args.threshold else THRESHOLDS.values():
         env = dict(os.environ)
         if threshold is not None:
             env["MALLOC_MMAP_THRESHOLD_"] = threshold
@@ -65,11 +74,13 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, 9)  # the run and its workers
             child.wait()
+        shutil.rmtree(task["out"], ignore_errors=True)
 
 
-def run(task: dict[str, str]) -> None:
+def run(task: dict[str, Any]) -> None:
     """In the child: the pass, sampled by a thread until the parent ends it."""
     from roberta_static import DistillConfig, distill
+    from roberta_static.stopping import Checkpointing
 
     mallinfo2 = ctypes.CDLL(None).mallinfo2
     mallinfo2.restype = _MallInfo2
@@ -88,8 +99,12 @@ def run(task: dict[str, str]) -> None:
             )
 
     threading.Thread(target=sample, daemon=True).start()
+    every = task["checkpoint_every"]
     distill(
-        task["corpus"], task["vocab"], DistillConfig(model=task["model"], layers="1", workers=2)
+        task["corpus"],
+        task["vocab"],
+        DistillConfig(model=task["model"], layers="1", workers=2),
+        checkpointing=Checkpointing(Path(task["out"]), every) if every else None,
     )
 
 
