@@ -41,19 +41,19 @@ class _MallInfo2(ctypes.Structure):
 
 
 def mmap_threshold_fixed() -> bool:
-    """Whether this process's glibc maps a 2 MiB block right after an 8 MiB one was freed.
+    """Whether this process's glibc maps an 8 MiB block right after a 16 MiB one was freed.
 
-    Freeing the mapped 8 MiB block raises glibc's dynamic threshold past 2 MiB, so the next
-    2 MiB block comes from the heap; with the threshold fixed at 128 KiB it is mapped.
+    Freeing a mapped 16 MiB block raises glibc's dynamic threshold past 8 MiB, so the next
+    8 MiB block comes from the heap; with the threshold fixed at 128 KiB it is mapped.
     """
     libc = ctypes.CDLL(None)
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
     libc.mallinfo2.restype = _MallInfo2
-    libc.free(libc.malloc(8 << 20))
-    mapped = libc.mallinfo2().hblks
-    block = libc.malloc(2 << 20)
-    fixed = libc.mallinfo2().hblks > mapped
+    libc.free(libc.malloc(16 << 20))
+    mapped = libc.mallinfo2().hblkhd  # bytes in mapped blocks, of every thread
+    block = libc.malloc(8 << 20)
+    fixed = libc.mallinfo2().hblkhd - mapped >= 8 << 20
     libc.free(block)
     return fixed
 
