@@ -42,9 +42,9 @@ class _MallInfo2(ctypes.Structure):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="scale.py's work folder")
-    parser.add_argument("--files", type=int, default=100_000)
-    parser.add_argument("--seconds", type=float, default=180)
-    parser.add_argument("--every", type=float, default=20)
+    parser.add_argument("--files", type=int, default=100_000, help="scale.py's files:N corpus")
+    parser.add_argument("--seconds", type=float, default=180, help="of each run")
+    parser.add_argument("--every", type=float, default=20, help="seconds between samples")
     parser.add_argument(
         "--threshold", choices=THRESHOLDS, help="default: both, one after the other"
     )
