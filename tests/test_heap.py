@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import mmap
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from roberta_static.engine import heap
@@ -80,32 +78,3 @@ def test_fixing_the_threshold_keeps_large_blocks_out_of_the_heap():
         for code in (probe, fix + probe)
     ]
     assert outputs == ["False", "True"]
-
-
-def test_a_mapped_array_lives_in_a_mapping_of_its_own():
-    array = heap.mapped_array((3, 4), np.float64)
-    assert array.shape == (3, 4) and array.dtype == np.float64 and array.flags.writeable
-    base = array.base
-    while isinstance(base, np.ndarray):
-        base = base.base
-    assert isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
-    assert len(base.obj) == 3 * 4 * 8
-    assert heap.mapped_array((0, 4), np.float64).shape == (0, 4)
-
-
-def test_a_snapshot_copies_the_sums_into_mappings(
-    monkeypatch, roberta_dir, corpus_file, vocab_file
-):
-    """A checkpoint's largest buffers come from mappings of their own, not from glibc's heap."""
-    from roberta_static import DistillConfig, distill
-    from roberta_static.engine import encoders
-
-    mapped: list[tuple[int, ...]] = []
-
-    def recorded(shape, dtype):
-        mapped.append(shape)
-        return heap.mapped_array(shape, dtype)
-
-    monkeypatch.setattr(encoders, "mapped_array", recorded)
-    vectors = distill(corpus_file, vocab_file, DistillConfig(model=str(roberta_dir), layers="1"))
-    assert mapped and mapped[-1] == (vectors.meta["stats"]["entries_found"], vectors.vector_size)

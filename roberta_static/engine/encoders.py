@@ -24,7 +24,6 @@ from ..model.encoder import Encoder
 from ..model.pooling import Accumulator
 from ..vectors.targets import SentenceTargets, empty_like
 from .base import Sums
-from .heap import mapped_array
 from .state import PassState
 from .stats import RunStats
 from .step import accumulate
@@ -63,7 +62,7 @@ class EncoderThreads:
         targets: SentenceTargets | None = None,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.entries, self.dim, self.stopping = entries, dim, stopping
+        self.entries, self.stopping = entries, stopping
         self.accumulators = [Accumulator(entries, dim, e.device) for e in encoders]
         self.stats = [RunStats() for _ in encoders]
         self.targets = [empty_like(targets) for _ in encoders]
@@ -120,13 +119,9 @@ class EncoderThreads:
             for accumulator in others:
                 counts += accumulator.counted()
             rows = np.flatnonzero(counts)
-            # The largest buffers of a checkpoint, in mappings of their own (see mapped_array).
-            sums = mapped_array((rows.size, self.dim), np.float64)
-            first.sums_into(rows, sums)
-            part = mapped_array(sums.shape, np.float64) if others else None
+            sums = first.sums_of(rows)
             for accumulator in others:  # in a fixed order: the same float64 sums every time
-                accumulator.sums_into(rows, part)
-                sums += part
+                sums += accumulator.sums_of(rows)
             done, self.done = self.done, []
             stats = RunStats.merged(self.stats)
             targets = _merged([self.resumed_targets, *self.targets])

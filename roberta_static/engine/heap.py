@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import ctypes
-import math
-import mmap
 import os
 import sys
 import time
 from collections.abc import Callable
-
-import numpy as np
 
 TRIM_SECONDS = 10.0
 """At most one trim per process in this many seconds: a trim walks the whole heap."""
@@ -54,15 +50,3 @@ def fix_mmap_threshold() -> bool:
     if _mallopt is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
     return bool(_mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-
-
-def mapped_array(shape: tuple[int, ...], dtype: type[np.generic]) -> np.ndarray:
-    """An uninitialised array in an anonymous mapping of its own, unmapped when it is freed.
-
-    For a large, short-lived buffer of the main process (a checkpoint's sums): from ``malloc``,
-    it would raise glibc's threshold to its size once freed, or, once the threshold is past it,
-    leave a hole of that size in the heap.
-    """
-    count = math.prod(shape)
-    mapping = mmap.mmap(-1, max(count * np.dtype(dtype).itemsize, 1))
-    return np.frombuffer(mapping, dtype, count).reshape(shape)

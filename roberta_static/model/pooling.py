@@ -125,14 +125,9 @@ class Accumulator:
         """Each entry's count so far, as numpy (a copy)."""
         return self.counts.cpu().numpy().copy()
 
-    def sums_into(self, rows: np.ndarray, out: np.ndarray) -> None:
-        """Copy the sums of the entries ``rows`` into ``out`` (float64, one row per entry)."""
-        index = torch.from_numpy(rows).to(self.sums.device)
-        target = torch.from_numpy(out)
-        if self.sums.device == target.device and self.sums.dtype == target.dtype:
-            torch.index_select(self.sums, 0, index, out=target)  # no copy between
-        else:
-            target.copy_(self.sums[index])
+    def sums_of(self, rows: np.ndarray) -> np.ndarray:
+        """The float64 sums of the entries ``rows``, as numpy (a copy of those rows only)."""
+        return self.sums[torch.from_numpy(rows).to(self.sums.device)].cpu().double().numpy()
 
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The entries summed since the last take, with their sums and counts; zeroed here."""
