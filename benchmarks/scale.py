@@ -85,15 +85,11 @@ def main() -> None:
         with needs("ray", "or leave ray out of --engines"):
             import ray  # noqa: F401
     print(machine())
-    args.work.mkdir(parents=True, exist_ok=True)
-    model = near_free_model(args.work)
     results = []
     for (corpus, size), engine in itertools.product(runs, engines):
         entries = int(size)
         task = {
-            "corpus": str(build_corpus(args.work, corpus)),
-            "vocab": str(build_vocabulary(args.work, entries)),
-            "model": model,
+            **inputs(args.work, corpus, entries),
             "engine": engine,
             "max_contexts": args.max_contexts,
             "checkpoint_every": args.checkpoint_every,
@@ -118,6 +114,17 @@ def machine() -> str:
     except OSError:
         pass
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def inputs(work: Path, corpus: str, entries: int) -> dict[str, str]:
+    """A run's ``corpus``, ``vocab`` (of ``entries``) and near-free ``model``, built in ``work``
+    unless they are there."""
+    work.mkdir(parents=True, exist_ok=True)
+    return {
+        "corpus": str(build_corpus(work, corpus)),
+        "vocab": str(build_vocabulary(work, entries)),
+        "model": near_free_model(work),
+    }
 
 
 def near_free_model(work: Path) -> str:

@@ -50,13 +50,10 @@ def main() -> None:
     )
     parser.add_argument("--checkpoint-every", type=float, default=0, help="seconds (0: none)")
     args = parser.parse_args()
-    from scale import build_corpus, build_vocabulary, near_free_model
+    from scale import inputs
 
-    args.work.mkdir(parents=True, exist_ok=True)
     task = {
-        "corpus": str(build_corpus(args.work, f"files:{args.files}")),
-        "vocab": str(build_vocabulary(args.work, 100_000)),
-        "model": near_free_model(args.work),
+        **inputs(args.work, f"files:{args.files}", 100_000),
         "every": args.every,
         "checkpoint_every": args.checkpoint_every,
         "out": str(args.work / "out" / "heap_threshold"),

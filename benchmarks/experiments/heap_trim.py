@@ -31,14 +31,9 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=40)
     parser.add_argument("--intervals", default="never,10,2")
     args = parser.parse_args()
-    from scale import build_corpus, build_vocabulary, near_free_model
+    from scale import inputs
 
-    args.work.mkdir(parents=True, exist_ok=True)
-    task = {
-        "corpus": str(build_corpus(args.work, f"big:{args.megabytes}")),
-        "vocab": str(build_vocabulary(args.work, 100_000)),
-        "model": near_free_model(args.work),
-    }
+    task = inputs(args.work, f"big:{args.megabytes}", 100_000)
     for interval in args.intervals.split(","):
         run = subprocess.run(
             [sys.executable, __file__, "--run", json.dumps({**task, "interval": interval})],
