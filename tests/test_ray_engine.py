@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import subprocess
 import sys
 import threading
 from types import SimpleNamespace
@@ -339,6 +341,26 @@ def test_a_cluster_address_nothing_answers_on_is_refused_before_the_model_loads(
     config = DistillConfig(model="no-such-model", engine="ray", ray_address="127.0.0.1:1")
     with pytest.raises(ConfigError, match=r"ray_address: nothing answers at 127\.0\.0\.1:1"):
         distill(texts=["a cat"], vocab=["cat"], config=config)
+
+
+def test_a_run_that_starts_its_own_cluster_shows_none_of_ray_s_log_lines(
+    roberta_dir, vocab_file, tmp_path
+):
+    # A fresh CLI process, as a user runs it: Ray is joined there, not by this module's fixture.
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS_LINES) + "\n")
+    command = [sys.executable, "-m", "roberta_static", "distill", str(corpus)]
+    options = ["--vocab", str(vocab_file), "--model", str(roberta_dir), "--engine", "ray"]
+    run = subprocess.run(
+        [*command, *options, "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    ray_lines = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+ [DIWEF] \d+ \d+\]", re.MULTILINE)
+    assert not ray_lines.search(run.stderr), run.stderr
+    assert (tmp_path / "out" / "vectors.npy").exists()
 
 
 def test_a_stop_while_the_cluster_starts_waits_for_it_then_shuts_it_down(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -74,7 +75,7 @@ def connected(ray: Any, address: str | None, checkpointing: Checkpointing | None
     # their own (see .tasks), so those would only hold memory.
     local = {"_system_config": {"prestart_worker_first_driver": False}} if address is None else {}
     try:
-        with starting, _environment(quiet):
+        with starting, _environment(quiet), nullcontext() if verbose else _stderr_silenced():
             ray.init(
                 address=address,
                 logging_level=logging.INFO if verbose else logging.ERROR,
@@ -92,6 +93,26 @@ def connected(ray: Any, address: str | None, checkpointing: Checkpointing | None
         yield
     finally:
         ray.shutdown()
+
+
+@contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """Discard the process's standard error (the file descriptor, which C++ writes to).
+
+    Ray's C++ side, joining the cluster, logs a line saying which log level it read from the
+    environment, whatever the level. A failure to start still reaches the user as the error
+    ``ray.init`` raises; the processes Ray starts write to their own log files.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 @contextmanager
