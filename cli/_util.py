@@ -217,18 +217,22 @@ def stop_on_signals(checkpointing: Stoppable) -> Iterator[None]:
         for each in signals:
             signal.signal(each, signal.SIG_DFL)
         # os.write, not print: the main thread may be inside a print when the signal arrives.
-        os.write(2, b"stopping... (Ctrl-C again to quit now)\n")
+        os.write(terminal, b"stopping... (Ctrl-C again to quit now)\n")
         checkpointing.request_stop()
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    # The standard error the run began with: the Ray engine discards the process's own while
+    # Ray starts (Ray's C++ side writes there), and a stop then must still say so at once.
+    terminal = os.dup(2)
     previous = {signum: signal.getsignal(signum) for signum in signals}
     for signum in signals:
         signal.signal(signum, _outside_finalizers(handler))
     try:
         yield
     finally:
+        os.close(terminal)
         if signalled:
             # The process ends now. Its objects need no last collection: with torch, spaCy and
             # a model loaded, Python's final sweep of them takes a second or more.

@@ -343,6 +343,14 @@ def test_a_cluster_address_nothing_answers_on_is_refused_before_the_model_loads(
         distill(texts=["a cat"], vocab=["cat"], config=config)
 
 
+@pytest.mark.parametrize("address", ["nonsense", "host:port", ":6379"])
+def test_what_is_not_a_cluster_address_is_refused_before_the_model_loads(monkeypatch, address):
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    config = DistillConfig(model="no-such-model", engine="ray", ray_address=address)
+    with pytest.raises(ConfigError, match="is not the address of a Ray cluster: give HOST:PORT"):
+        distill(texts=["a cat"], vocab=["cat"], config=config)
+
+
 def test_a_run_that_starts_its_own_cluster_shows_none_of_ray_s_log_lines(
     roberta_dir, vocab_file, tmp_path
 ):

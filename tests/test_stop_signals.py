@@ -38,6 +38,20 @@ def test_after_a_signal_a_second_one_ends_the_process_until_it_exits(capfd):
         gc.unfreeze()
 
 
+def test_a_stop_says_so_while_the_ray_engine_discards_the_process_s_standard_error(capfd):
+    from roberta_static.engine.ray.cluster import _stderr_silenced
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with stop_on_signals(_Run()), _stderr_silenced():  # as while Ray starts
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+        assert capfd.readouterr().err == "stopping... (Ctrl-C again to quit now)\n"
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        gc.unfreeze()
+
+
 def test_a_run_never_stopped_gets_the_previous_handlers_back():
     before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     with stop_on_signals(_Run()):

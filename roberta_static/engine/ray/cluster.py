@@ -39,7 +39,10 @@ def import_ray() -> Any:
 
 
 def check_cluster(config: DistillConfig) -> Any:
-    """Before the model loads: Ray is installed, and ``ray_address`` answers; returns ``ray``."""
+    """Before the model loads: Ray is installed, and ``ray_address`` is one that answers.
+
+    Returns the ``ray`` module. Ray would retry an address nothing answers on for minutes.
+    """
     ray = import_ray()
     if config.ray_address is not None and not ray.is_initialized():
         _check_reachable(config.ray_address)
@@ -47,10 +50,16 @@ def check_cluster(config: DistillConfig) -> Any:
 
 
 def _check_reachable(address: str) -> None:
-    """Refuse a ``HOST:PORT`` that nothing answers on: Ray would retry it for minutes."""
+    """Refuse what is no address Ray takes, and a ``HOST:PORT`` nothing answers on."""
+    if address in ("auto", "local") or "://" in address:
+        return  # Ray resolves these itself
     host, _, port = address.rpartition(":")
-    if not host or not port.isdigit() or "://" in address:
-        return  # auto, or a scheme Ray resolves itself
+    if not host or not port.isdigit():
+        raise ConfigError(
+            f"{address!r} is not the address of a Ray cluster: give HOST:PORT (what `ray start "
+            "--head` prints), ray://HOST:PORT, auto or local",
+            field="ray_address",
+        )
     try:
         socket.create_connection((host, int(port)), timeout=_CONNECT_SECONDS).close()
     except OSError as error:
