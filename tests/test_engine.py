@@ -336,7 +336,7 @@ def test_a_shard_replayed_from_its_counting_gives_the_chunks_its_reading_gives(
     left_out = None if exhausted is None else np.array(exhausted)
     counted = producer().count(CountShard(0, shard, left_out))
     # Counting alone (the Ray engine's, which reads the shard again) finds the same.
-    alone = producer().count(CountShard(0, shard, left_out), keep_reading=False)
+    alone = producer().count(CountShard(0, shard, left_out, keep_reading=False))
     assert alone.reading is None and counted.counts.counts.sum() > 0
     assert alone.counts.entries.tolist() == counted.counts.entries.tolist()
     assert alone.counts.counts.tolist() == counted.counts.counts.tolist()
@@ -393,7 +393,9 @@ def test_a_shard_counted_is_read_from_its_counting_once_its_own_counts_are_in():
         ("CountShard", 1),  # the last shard is never counted
     ]
     assert tasks[0].reading is None and schedule.next_task() is None
-    schedule.counted(Counted(0, EntryCounts.of([0]), _reading([0])))
+    # Shard 0 is being read: its counting sends no reading back; shard 1's reading will replay.
+    assert [task.keep_reading for task in tasks[1:]] == [False, True]
+    schedule.counted(Counted(0, EntryCounts.of([0]), None))
     assert schedule.next_task() is None  # shard 1 is planned, but its own counting is out
     counted = _reading([0, 1])
     schedule.counted(Counted(1, counted.counts(), counted))
@@ -403,6 +405,25 @@ def test_a_shard_counted_is_read_from_its_counting_once_its_own_counts_are_in():
     assert read.allowance.tolist() == [1, NEVER]  # entry 0's second occurrence is here
     last = schedule.next_task()
     assert isinstance(last, EncodeShard) and last.shard == 2 and last.reading is None
+    assert schedule.readings == {}  # none is held once its shard is handed out
+
+
+def test_a_pass_holds_no_reading_of_a_shard_it_reads_while_counting_it():
+    # Reading keeps up with counting: each shard after those counted is read as it is counted.
+    shards = [_shard(index) for index in range(6)]
+    schedule = Schedule(PassState.empty(2, shards, QuotaPlan.fresh(2, 100)))
+    read, kept = [], 0
+    while schedule.reading:
+        task = schedule.next_task()
+        if isinstance(task, CountShard):
+            reading = _reading([0]) if task.keep_reading else None
+            kept += reading is not None
+            schedule.counted(Counted(task.shard, EntryCounts.of([0]), reading))
+        elif task is not None:
+            read.append((task.shard, task.reading is not None))
+            schedule.finished()
+    assert [shard for shard, _ in read] == list(range(6))
+    assert kept == sum(replayed for _, replayed in read) and schedule.readings == {}
 
 
 def test_a_resumed_shard_half_read_reads_on_from_its_position_though_counted():
@@ -411,9 +432,7 @@ def test_a_resumed_shard_half_read_reads_on_from_its_position_though_counted():
     schedule = Schedule(PassState.empty(2, shards, QuotaPlan.fresh(2, 5)))
     assert isinstance(schedule.next_task(), EncodeShard)
     count = schedule.next_task()
-    assert isinstance(count, CountShard) and count.shard == 0
-    schedule.counted(Counted(0, EntryCounts.of([0]), _reading([0])))
-    assert schedule.readings == {}
+    assert isinstance(count, CountShard) and count.shard == 0 and not count.keep_reading
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])

@@ -43,12 +43,15 @@ class CountShard:
     """Count each entry's occurrences in a shard, keeping what reading it found.
 
     ``exhausted``: per entry, whether it has its N before this shard; its occurrences here are
-    neither counted nor kept (``None``: every entry's are).
+    neither counted nor kept (``None``: every entry's are). ``keep_reading``: send the reading
+    back with the counts, for the shard's reading to replay (not for a shard already being read,
+    or resumed from a position inside it).
     """
 
     shard: int
     span: Shard
     exhausted: np.ndarray | None = None
+    keep_reading: bool = True
 
 
 Task = EncodeShard | CountShard

@@ -94,17 +94,17 @@ class Producer:
             end_bytes = end.bytes_read
         yield self._chunk(task.shard, (pending, targets, taken), state, end_bytes, True)
 
-    def count(self, task: CountShard, keep_reading: bool = True) -> Counted:
-        """Occurrences of each entry in a shard, with the reading that found them.
+    def count(self, task: CountShard) -> Counted:
+        """Occurrences of each entry in a shard, and the reading that found them if asked.
 
-        Entries ``exhausted`` are left out of both, unless the pass keeps sentence targets (which
-        name every entry of a sentence). Without ``keep_reading``, only the occurrences are kept
-        (for a feeder whose shards are read again).
+        The reading is kept if the task says ``keep_reading``. Entries ``exhausted`` are left
+        out of both, unless the pass keeps sentence targets (which name every entry of a
+        sentence).
         """
         span = task.span
         exhausted = None if self.config.sentence_targets else task.exhausted
         units = self._units(span.start, span.stop, exhausted)
-        if not keep_reading:
+        if not task.keep_reading:
             spans = (span for _, _, found in units for sentence in found for span in sentence.spans)
             entries = np.frombuffer(array("i", (entry for _, _, entry in spans)), dtype=np.int32)
             return Counted(task.shard, EntryCounts.of(entries), None)

@@ -5,6 +5,9 @@ counted (see :mod:`.quotas`); counting runs a shard or two ahead of reading, so 
 comes as soon as in a pass without quotas. A shard's counting keeps what it read
 (:class:`~.reading.ShardReading`), and the shard's reading replays it: the corpus is read once
 (where the feeder hands readings back: Ray's tasks do not, and their shards are read again).
+Where reading catches up, the shard after those counted is read while it is counted (its own
+counts bound only the shards after it); that counting keeps no reading, which nothing would
+replay.
 Once the counts show where every entry has had its N, the shards after that one are skipped:
 never counted, never read.
 """
@@ -81,7 +84,7 @@ class Schedule:
         elif self.to_count:
             index = self.to_count.pop(0)
             exhausted = self.quotas.exhausted() if self.quotas is not None else None
-            task = CountShard(index, self.shards[index].shard, exhausted)
+            task = CountShard(index, self.shards[index].shard, exhausted, self._replays(index))
             self.counting.add(index)
         else:
             return None
@@ -91,6 +94,15 @@ class Schedule:
     def _ready(self, index: int) -> bool:
         planned = self.quotas is None or index <= self.quotas.counted
         return planned and index not in self.counting
+
+    def _replays(self, index: int) -> bool:
+        """Whether the shard's reading will replay its counting's.
+
+        Not if it is handed out already (the shard after those counted is read while it is
+        counted), or resumed from a position inside it.
+        """
+        state = self.shards[index]
+        return index in self.to_read and state.position == state.shard.start
 
     def finished(self) -> None:
         """A task handed out has ended (a shard's last chunk, or its counts, came)."""
@@ -108,9 +120,7 @@ class Schedule:
             raise ValueError("counts came for a pass without quotas")
         self.arrived[message.shard] = message.counts
         self.counting.discard(message.shard)
-        state = self.shards[message.shard]
-        # A resumed shard reads on from its position.
-        if message.reading is not None and state.position == state.shard.start:
+        if message.reading is not None:
             self.readings[message.shard] = message.reading
         while quotas.counted in self.arrived:
             quotas.add(self.arrived.pop(quotas.counted))

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 # The shard tasks run in Ray workers of their own, started with this variable, when their CPU
@@ -59,7 +60,7 @@ def count_shard(run: str, setup: ProducerSetup, task: CountShard) -> Counted:
     memory than reading again takes time (see CHANGELOG.md).
     """
     with _one_line_errors():
-        return _producer(run, setup).count(task, keep_reading=False)
+        return _producer(run, setup).count(replace(task, keep_reading=False))
 
 
 def produce_shard(run: str, setup: ProducerSetup, task: EncodeShard) -> Iterator[Chunk]:
