@@ -117,7 +117,7 @@ def distill_command(
     overwrite: bool = OVERWRITE,
     checkpoint_every: float = Opt(600, min=0, help="Seconds between checkpoints in OUT/.checkpoint (0 = only on Ctrl-C)"),
     resume: Path | None = Opt(None, "--resume", help="Continue the run whose checkpoint is in this output folder"),
-    chunk_sentences: int = Opt(default("chunk_sentences"), min=least("chunk_sentences"), help="Sentences tokenized together and handed to the encoder side at once"),
+    chunk_sentences: int = Opt(default("chunk_sentences"), min=least("chunk_sentences"), help="Sentences handed to the encoder side at once"),
     trust_remote_code: bool = TRUST_REMOTE_CODE,
     allow_pickle: bool = ALLOW_PICKLE,
     quiet: bool = QUIET,

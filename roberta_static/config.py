@@ -153,7 +153,7 @@ class DistillConfig:
         max_contexts: Occurrences used per entry, in corpus order (0 = all).
         batch_tokens: Token budget of one encoder batch, padding included (default: 8,192 on the
             CPU; on CUDA sized from the free device memory).
-        chunk_sentences: Sentences tokenized together and handed to the encoder side at once.
+        chunk_sentences: Sentences handed to the encoder side at once.
         max_length: Longest encoder input in tokens (default: the model's limit).
         device: ``auto`` picks CUDA, then MPS, then CPU; ``cuda:1`` names a GPU; several, comma
             separated (``cuda:0,cuda:1``), run one encoder on each.

@@ -16,6 +16,7 @@ import torch
 from conftest import CORPUS_LINES
 
 from roberta_static.config import DistillConfig
+from roberta_static.engine import producer as producer_module
 from roberta_static.engine.base import Job
 from roberta_static.engine.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from roberta_static.engine.encoders import EncoderThreads
@@ -272,6 +273,45 @@ def test_the_producer_reads_a_shard_in_chunks_to_its_end_and_counts_what_it_take
     assert (taken <= 3).all() and (said == taken).all()
     assert (producer.count(CountShard(1, shard)).counts.dense(len(job.vocab)) >= taken).all()
     assert 0 < chunks[-1].stats.sentences_encoded <= chunks[-1].stats.sentences
+
+
+@pytest.mark.parametrize("sentence_targets", [0, 5])
+def test_a_chunk_is_tokenized_a_few_sentences_at_a_time_into_the_inputs_of_one_call(
+    job, monkeypatch, sentence_targets
+):
+    # A chunk's sentences held until the chunk is full took tens of MB per reading process; the
+    # producer tokenizes a few at a time as they come, and the chunks must not change.
+    config = job.config.replace(chunk_sentences=40, sentence_targets=sentence_targets)
+    producer = replace(job, config=config).producer()
+    calls: list[int] = []
+    encode = producer.subwords.encode
+    monkeypatch.setattr(
+        producer.subwords, "encode", lambda s, t=None: calls.append(len(s)) or encode(s, t)
+    )
+    task = EncodeShard(0, ShardState.fresh(whole_corpus(job.corpus)))
+
+    def chunks(at_once: int) -> list[Chunk]:
+        monkeypatch.setattr(producer_module, "TOKENIZE_SENTENCES", at_once)
+        calls.clear()
+        return list(producer.chunks(task))
+
+    whole = chunks(1_000)
+    assert max(calls) > 3
+    in_parts = chunks(3)
+    assert max(calls) <= 3 and len(whole) == len(in_parts) > 2
+    for one, other in zip(whole, in_parts, strict=True):
+        assert one.stats == other.stats and one.position == other.position
+        entries = len(job.vocab)
+        np.testing.assert_array_equal(one.taken.dense(entries), other.taken.dense(entries))
+        for a, b in zip(one.inputs, other.inputs, strict=True):
+            np.testing.assert_array_equal(a.ids, b.ids)
+            np.testing.assert_array_equal(a.occurrences, b.occurrences)
+            assert (a.target is None) == (b.target is None)
+            if a.target is not None:
+                assert a.target.key == b.target.key
+                np.testing.assert_array_equal(a.target.counts, b.target.counts)
+    targets = [i.target for c in in_parts for i in c.inputs if i.target is not None]
+    assert bool(targets) == bool(sentence_targets)
 
 
 def test_counting_finds_every_occurrence_the_pass_takes_without_a_limit(job):

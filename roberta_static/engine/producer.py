@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import DistillConfig
-from ..model.batches import EncodeStats, TargetSentence
+from ..model.batches import EncoderInput, EncodeStats, TargetSentence
 from ..model.subwords import SubwordEncoder
 from ..text.corpus import Corpus, Position, TextCorpus
 from ..text.files import FileList
@@ -25,6 +25,9 @@ from .quotas import Allowance, EntryCounts
 from .reading import MatchedUnit, ShardReading, UnitMark
 from .state import ShardState, shard_bytes
 from .stats import RunStats
+
+TOKENIZE_SENTENCES = 256
+"""Sentences of a chunk tokenized together (see :class:`_ChunkInputs`)."""
 
 if TYPE_CHECKING:
     from ..model.encoder import Encoder
@@ -61,9 +64,7 @@ class Producer:
         stats, shard = state.stats, state.shard
         allowance = Allowance(task.allowance, state.taken)
         candidates = _Candidates(self.config.sentence_targets)
-        pending: list[MatchedSentence] = []
-        targets: list[TargetSentence | None] = []
-        taken: list[int] = []
+        chunk = _ChunkInputs(self.subwords, stats, self.config.sentence_targets > 0)
         end_bytes = 0
         reading = task.reading
         marks = _Marks(stats, self.corpus if reading is None else reading)
@@ -76,23 +77,20 @@ class Producer:
             for sentence in found:
                 kept = allowance.take(sentence.spans)
                 if kept:
-                    pending.append(MatchedSentence(sentence.text, kept))
-                    targets.append(candidates.offer(sentence))
-                    taken += [span[2] for span in kept]
+                    chunk.add(MatchedSentence(sentence.text, kept), candidates.offer(sentence))
                 else:
                     stats.sentences_without_entries += 1
             if allowance.exhausted:
                 stats.stopped_early = True
                 break
-            if len(pending) >= self.config.chunk_sentences:
-                made = (pending, targets, taken)
-                yield self._chunk(task.shard, made, state, end_bytes, False)
-                pending, targets, taken = [], [], []
+            if chunk.sentences >= self.config.chunk_sentences:
+                yield self._chunk(task.shard, chunk, state, end_bytes, False)
+                chunk = _ChunkInputs(self.subwords, stats, self.config.sentence_targets > 0)
         else:
             end = reading.end_mark if reading is not None else UnitMark.at_end(self.corpus)
             marks.count_all(end)
             end_bytes = end.bytes_read
-        yield self._chunk(task.shard, (pending, targets, taken), state, end_bytes, True)
+        yield self._chunk(task.shard, chunk, state, end_bytes, True)
 
     def count(self, task: CountShard) -> Counted:
         """Occurrences of each entry in a shard, and the reading that found them if asked.
@@ -138,18 +136,10 @@ class Producer:
             yield mark, len(sentences), [sentence for sentence in sentences if sentence.spans]
 
     def _chunk(
-        self,
-        shard: int,
-        made: tuple[list[MatchedSentence], list[TargetSentence | None], list[int]],
-        state: ShardState,
-        end_bytes: int,
-        done: bool,
+        self, shard: int, chunk: _ChunkInputs, state: ShardState, end_bytes: int, done: bool
     ) -> Chunk:
-        """The chunk of ``made``: sentences to encode, the targets they may be, entries taken."""
-        pending, targets, taken = made
-        self.subwords.stats = EncodeStats()
-        inputs = self.subwords.encode(pending, targets if self.config.sentence_targets else None)
-        state.stats.add(self.subwords.stats)
+        """The chunk of ``chunk``'s sentences, with the shard's state after them."""
+        inputs, taken = chunk.finish()
         trim_heap()
         return Chunk(
             shard,
@@ -219,6 +209,47 @@ def needs_torch(config: DistillConfig) -> bool:
     blank pipeline and the ``tokenizers`` library do not.
     """
     return config.spacy_model is not None
+
+
+class _ChunkInputs:
+    """A chunk's sentences, tokenized :data:`TOKENIZE_SENTENCES` at a time as they come.
+
+    A chunk of thousands of sentences held as text and spans, then tokenized at once, took tens
+    of MB of short-lived objects in the reading process, which its heap kept; a few hundred at a
+    time keep the chunk as its compact inputs. Each sentence is tokenized alone, so the inputs
+    are the same. ``stats``: the shard's counters, which take the tokenizer's.
+    """
+
+    def __init__(self, subwords: SubwordEncoder, stats: RunStats, with_targets: bool) -> None:
+        self.subwords, self.stats, self.with_targets = subwords, stats, with_targets
+        self.inputs: list[EncoderInput] = []
+        self.taken: list[int] = []
+        self.pending: list[MatchedSentence] = []
+        self.targets: list[TargetSentence | None] = []
+        self.sentences = 0
+
+    def add(self, sentence: MatchedSentence, target: TargetSentence | None) -> None:
+        """Take a sentence and the occurrences it keeps."""
+        self.pending.append(sentence)
+        self.targets.append(target)
+        self.taken += [span[2] for span in sentence.spans]
+        self.sentences += 1
+        if len(self.pending) >= TOKENIZE_SENTENCES:
+            self._tokenize()
+
+    def finish(self) -> tuple[list[EncoderInput], list[int]]:
+        """The chunk's inputs and the entry of every occurrence taken."""
+        self._tokenize()
+        return self.inputs, self.taken
+
+    def _tokenize(self) -> None:
+        if not self.pending:
+            return
+        self.subwords.stats = EncodeStats()
+        targets = self.targets if self.with_targets else None
+        self.inputs += self.subwords.encode(self.pending, targets)
+        self.stats.add(self.subwords.stats)
+        self.pending, self.targets = [], []
 
 
 class _Candidates:
