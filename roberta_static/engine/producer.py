@@ -85,7 +85,6 @@ class Producer:
                 break
             if chunk.sentences >= self.config.chunk_sentences:
                 yield self._chunk(task.shard, chunk, state, end_bytes, False)
-                chunk = _ChunkInputs(self.subwords, stats, self.config.sentence_targets > 0)
         else:
             end = reading.end_mark if reading is not None else UnitMark.at_end(self.corpus)
             marks.count_all(end)
@@ -138,8 +137,8 @@ class Producer:
     def _chunk(
         self, shard: int, chunk: _ChunkInputs, state: ShardState, end_bytes: int, done: bool
     ) -> Chunk:
-        """The chunk of ``chunk``'s sentences, with the shard's state after them."""
-        inputs, taken = chunk.finish()
+        """The chunk of ``chunk``'s sentences (which it hands over), with the shard's state."""
+        inputs, taken = chunk.take()
         trim_heap()
         return Chunk(
             shard,
@@ -226,7 +225,7 @@ class _ChunkInputs:
         self.taken: list[int] = []
         self.pending: list[MatchedSentence] = []
         self.targets: list[TargetSentence | None] = []
-        self.sentences = 0
+        self.sentences = 0  # in the chunk so far: inputs may be fewer or more (windows)
 
     def add(self, sentence: MatchedSentence, target: TargetSentence | None) -> None:
         """Take a sentence and the occurrences it keeps."""
@@ -237,10 +236,12 @@ class _ChunkInputs:
         if len(self.pending) >= TOKENIZE_SENTENCES:
             self._tokenize()
 
-    def finish(self) -> tuple[list[EncoderInput], list[int]]:
-        """The chunk's inputs and the entry of every occurrence taken."""
+    def take(self) -> tuple[list[EncoderInput], list[int]]:
+        """The chunk's inputs and the entry of every occurrence taken; the next chunk starts."""
         self._tokenize()
-        return self.inputs, self.taken
+        made = self.inputs, self.taken
+        self.inputs, self.taken, self.sentences = [], [], 0
+        return made
 
     def _tokenize(self) -> None:
         if not self.pending:
