@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from roberta_static import DistillConfig, distill
 from roberta_static.engine.checkpoint import load_checkpoint
 from roberta_static.engine.ray.cluster import import_ray
 from roberta_static.engine.ray.tasks import RayFeeder
-from roberta_static.errors import ConfigError, CorpusError, Interrupted
+from roberta_static.errors import ConfigError, CorpusError, Interrupted, RobertaStaticWarning
 from roberta_static.model.batches import EncoderInput
 from roberta_static.model.loading import load_pretrained
 from roberta_static.stopping import Checkpointing
@@ -30,7 +31,10 @@ from roberta_static.stopping import Checkpointing
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    # Ray keeps objects under its limit (100 KiB) inside the messages that carry them, and the
+    # rest in its object store; a real corpus's chunks go there, and here so do this one's.
+    inline = {"max_direct_call_object_size": 1024}
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", _system_config=inline)
     yield
     ray.shutdown()
 
@@ -438,3 +442,18 @@ def test_shard_tasks_without_torch_fix_their_mmap_threshold():
     without_torch = {"env_vars": {**tests, tasks.WITHOUT_TORCH: "1"}}
     assert ray.get(ray.remote(runtime_env=without_torch)(probe).remote()) == (False, True)
     assert ray.get(ray.remote(runtime_env={"env_vars": tests})(probe).remote()) == (True, False)
+
+
+def test_a_run_leaves_nothing_of_its_tasks_in_the_cluster(corpus_folder, config, tmp_path):
+    # Ray keeps the stored arguments of a generator task whose chunks it stores and may run again
+    # for as long as the cluster runs: on a corpus of many files, one quota allowance per shard
+    # filled its object store.
+    fillers = [f"filler{number}" for number in range(1_000)]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join([*VOCAB_ENTRIES, *fillers]) + "\n")
+    driver = ray._private.worker.global_worker.core_worker
+    before = len(driver.get_all_reference_counts())
+    with pytest.warns(RobertaStaticWarning, match="not found in the corpus"):
+        distill(corpus_folder, vocab, config.replace(engine="ray", encoders=2, max_contexts=7))
+    gc.collect()
+    assert len(driver.get_all_reference_counts()) <= before

@@ -143,11 +143,14 @@ def values(ray: Any, refs: list[Any]) -> list[Any]:
     """The values of ``refs`` (ready ones); a task's error is raised as the error it raised."""
     try:
         return ray.get(refs)
-    except ray.exceptions.RayTaskError as error:
+    except ray.exceptions.RayError as error:
+        raise our_error(ray, error) from None
+
+
+def our_error(ray: Any, error: Exception) -> RobertaStaticError:
+    """A Ray error as this package's: a task's own error as it raised it, Ray's as one line."""
+    if isinstance(error, ray.exceptions.RayTaskError):
         cause = error.cause
-        if isinstance(cause, RobertaStaticError):
-            raise cause from None
-        raise worker_failure(cause) from None
-    except ray.exceptions.RayError as error:  # an actor that cannot start, a lost node
-        problem = str(error).strip().splitlines()[0]
-        raise ConfigError(f"the Ray cluster failed: {problem}", field="engine") from None
+        return cause if isinstance(cause, RobertaStaticError) else worker_failure(cause)
+    problem = str(error).strip().splitlines()[0]  # an actor that cannot start, a lost node
+    return ConfigError(f"the Ray cluster failed: {problem}", field="engine")

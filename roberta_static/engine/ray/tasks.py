@@ -1,8 +1,10 @@
 """The Ray engine's feeder: shard tasks on the cluster's CPUs, their messages back to the loop.
 
 A shard is read by a Ray generator task, which yields its chunks as it makes them (a few ahead
-at most), and counted by a plain task. Ray runs a killed task again; a generator task's replay
-yields the same chunks, and Ray hands the loop only those it has not had.
+at most), and counted by a plain task. A task whose worker or node died is run again by the
+feeder, not by Ray: Ray keeps the arguments of a generator task it may retry for as long as the
+cluster runs, which on a corpus of many files filled its object store. A shard's replay makes the
+same chunks and yields only those the loop has not had.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 # The shard tasks run in Ray workers of their own, started with this variable, when their CPU
@@ -34,9 +36,10 @@ from ...errors import RobertaStaticError  # noqa: E402
 from ..messages import Chunk, Counted, CountShard, EncodeShard, Task  # noqa: E402
 from ..producer import Producer, ProducerSetup, needs_torch  # noqa: E402
 from ..worker import worker_failure  # noqa: E402
-from .cluster import values  # noqa: E402
+from .cluster import our_error  # noqa: E402
 
 _CHUNKS_AHEAD = 4  # chunks a shard task makes before the loop takes them
+_RETRIES = 3  # runs again of a task whose worker or node died, as Ray's own default
 
 # Worker side: Ray reuses worker processes, so a producer is built once per run and process.
 _producers: dict[str, Producer] = {}
@@ -63,10 +66,14 @@ def count_shard(run: str, setup: ProducerSetup, task: CountShard) -> Counted:
         return _producer(run, setup).count(replace(task, keep_reading=False))
 
 
-def produce_shard(run: str, setup: ProducerSetup, task: EncodeShard) -> Iterator[Chunk]:
-    """A Ray generator task: the shard's chunks, the last one ``done``."""
+def produce_shard(
+    run: str, setup: ProducerSetup, task: EncodeShard, had: int = 0
+) -> Iterator[Chunk]:
+    """A Ray generator task: the shard's chunks after the first ``had``, the last one ``done``."""
     with _one_line_errors():
-        yield from _producer(run, setup).chunks(task)
+        for number, chunk in enumerate(_producer(run, setup).chunks(task)):
+            if number >= had:
+                yield chunk
 
 
 @contextmanager
@@ -81,6 +88,15 @@ def _one_line_errors() -> Iterator[None]:
         raise worker_failure(error) from None
 
 
+@dataclass
+class _Running:
+    """A task on the cluster: which run of it this is, and the chunks the loop has had of it."""
+
+    task: Task
+    run: int = 1
+    had: int = 0
+
+
 class RayFeeder:
     """Shard tasks on a Ray cluster, one CPU each; ``capacity``: the CPUs they may hold."""
 
@@ -88,19 +104,34 @@ class RayFeeder:
         self.ray, self.capacity = ray, capacity
         self.run = uuid.uuid4().hex
         self.setup = ray.put(setup)
-        options: dict[str, Any] = {"num_cpus": 1, "max_retries": 3}
+        options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
         if not needs_torch(DistillConfig(**setup.config)):
             options["runtime_env"] = {"env_vars": {WITHOUT_TORCH: "1"}}
         self.count_task = ray.remote(**options)(count_shard)
         self.produce_task = ray.remote(
             **options, _generator_backpressure_num_objects=_CHUNKS_AHEAD
         )(produce_shard)
-        self.running: dict[Any, Task] = {}  # a task's reference (or generator) and the task
+        errors = ray.exceptions
+        self.lost = (  # what Ray itself would run a task again for
+            errors.WorkerCrashedError,
+            errors.NodeDiedError,
+            errors.LocalRayletDiedError,
+            errors.OutOfMemoryError,
+            errors.ObjectLostError,
+        )
+        self.running: dict[Any, _Running] = {}  # a task's reference (or generator)
 
     def submit(self, task: Task) -> None:
         """Start a task on the cluster."""
-        start = self.count_task if isinstance(task, CountShard) else self.produce_task
-        self.running[start.remote(self.run, self.setup, task)] = task
+        self._start(_Running(task))
+
+    def _start(self, running: _Running) -> None:
+        task = running.task
+        if isinstance(task, CountShard):
+            started = self.count_task.remote(self.run, self.setup, task)
+        else:
+            started = self.produce_task.remote(self.run, self.setup, task, running.had)
+        self.running[started] = running
 
     def receive(self, timeout: float) -> Chunk | Counted | None:
         """The next message of any running task, or None after ``timeout``."""
@@ -110,21 +141,33 @@ class RayFeeder:
         ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=timeout)
         if not ready:
             return None
-        running = ready[0]
-        if not isinstance(self.running[running], EncodeShard):
-            del self.running[running]
-            return values(self.ray, [running])[0]
+        started = ready[0]
+        running = self.running[started]
         try:
-            chunk = values(self.ray, [next(running)])[0]
-        except StopIteration:  # its last chunk came before
-            del self.running[running]
+            message = self._message(started, running)
+        except self.ray.exceptions.RayError as error:
+            self.running.pop(started, None)
+            if not isinstance(error, self.lost) or running.run > _RETRIES:
+                raise our_error(self.ray, error) from None
+            self._start(replace(running, run=running.run + 1))
             return None
-        if chunk.done:
-            del self.running[running]
+        if message is None or isinstance(message, Counted) or message.done:
+            del self.running[started]
+        return message
+
+    def _message(self, started: Any, running: _Running) -> Chunk | Counted | None:
+        """A count task's counts, or a shard task's next chunk (None: it had ended)."""
+        if isinstance(running.task, CountShard):
+            return self.ray.get(started)
+        try:
+            chunk = self.ray.get(next(started))
+        except StopIteration:  # its last chunk came before
+            return None
+        running.had += 1
         return chunk
 
     def close(self) -> None:
         """Cancel the tasks still running."""
-        for running in self.running:
-            self.ray.cancel(running)
+        for started in self.running:
+            self.ray.cancel(started)
         self.running.clear()
