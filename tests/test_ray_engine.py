@@ -52,6 +52,19 @@ def corpus_folder(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory):
+    """A folder of 240 documents of three lines each, in subfolders, as a news archive holds."""
+    folder = tmp_path_factory.mktemp("many")
+    for number in range(240):
+        first = number % len(CORPUS_LINES)
+        lines = (CORPUS_LINES * 2)[first : first + 3]
+        path = folder / f"{number // 100:02d}" / f"doc{number:04d}.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def small_shards(monkeypatch):
     # The driver plans the shards: about ten, so shards run on both encoders at once.
@@ -457,3 +470,45 @@ def test_a_run_leaves_nothing_of_its_tasks_in_the_cluster(corpus_folder, config,
         distill(corpus_folder, vocab, config.replace(engine="ray", encoders=2, max_contexts=7))
     gc.collect()
     assert len(driver.get_all_reference_counts()) <= before
+
+
+@pytest.mark.parametrize("max_contexts", [0, 7])
+def test_a_folder_of_many_files_gives_the_one_process_vectors_on_every_engine(
+    many_files, vocab_file, config, max_contexts
+):
+    config = config.replace(max_contexts=max_contexts)
+    serial = distill(many_files, vocab_file, config.replace(workers=1))
+    for engine in ({"workers": 2}, {"engine": "ray", "encoders": 2}):
+        other = distill(many_files, vocab_file, config.replace(**engine))
+        assert_same_vectors(serial, other)
+        for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+            assert other.meta["stats"][key] == serial.meta["stats"][key], (engine, key)
+
+
+def test_a_run_over_many_files_stopped_with_workers_resumes_exactly_on_ray(
+    many_files, vocab_file, config, tmp_path
+):
+    config = config.replace(max_contexts=7)
+    serial = distill(many_files, vocab_file, config.replace(workers=1))
+    stop = threading.Event()
+
+    def stop_once_encoding(report):  # after the first batches
+        if getattr(report, "tokens", 0):
+            stop.set()
+
+    with pytest.raises(Interrupted, match="resume with"):
+        distill(
+            many_files,
+            vocab_file,
+            config.replace(workers=2, batch_tokens=64),
+            progress=stop_once_encoding,
+            checkpointing=Checkpointing(tmp_path, 0, stop),
+        )
+    saved = load_checkpoint(tmp_path)
+    assert len(saved.state.shards) > 10 and not all(s.done for s in saved.state.shards)
+    resumed = distill(
+        many_files, vocab_file, config.replace(engine="ray", encoders=2), resume_from=saved
+    )
+    assert_same_vectors(serial, resumed)
+    for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
+        assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
