@@ -93,7 +93,7 @@ def main() -> None:
             "engine": engine,
             "max_contexts": args.max_contexts,
             "checkpoint_every": args.checkpoint_every,
-            "out": str(args.work / "out"),
+            "out": str(args.work / f"out-{os.getpid()}"),  # scale.py's runs at once: one each
         }
         result = {"corpus": corpus, "entries": entries, "engine": engine, **measure(task)}
         results.append(result)
