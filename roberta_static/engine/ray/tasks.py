@@ -90,10 +90,10 @@ def _one_line_errors() -> Iterator[None]:
 
 @dataclass
 class _Running:
-    """A task on the cluster: which run of it this is, and the chunks the loop has had of it."""
+    """A task on the cluster: which attempt at it this is, and the chunks the loop has had of it."""
 
     task: Task
-    run: int = 1
+    attempt: int = 1
     had: int = 0
 
 
@@ -146,10 +146,10 @@ class RayFeeder:
         try:
             message = self._message(started, running)
         except self.ray.exceptions.RayError as error:
-            self.running.pop(started, None)
-            if not isinstance(error, self.lost) or running.run > _RETRIES:
+            del self.running[started]
+            if not isinstance(error, self.lost) or running.attempt > _RETRIES:
                 raise our_error(self.ray, error) from None
-            self._start(replace(running, run=running.run + 1))
+            self._start(replace(running, attempt=running.attempt + 1))
             return None
         if message is None or isinstance(message, Counted) or message.done:
             del self.running[started]
