@@ -17,7 +17,7 @@ import psutil
 import pytest
 import ray
 from conftest import CORPUS_LINES, VOCAB_ENTRIES
-from test_workers import assert_batched_as_one_process, assert_same_vectors
+from test_workers import assert_batched_as_one_process, assert_same_vectors, stopped_once_encoding
 
 from roberta_static import DistillConfig, distill
 from roberta_static.engine.checkpoint import load_checkpoint
@@ -490,21 +490,8 @@ def test_a_run_over_many_files_stopped_with_workers_resumes_exactly_on_ray(
 ):
     config = config.replace(max_contexts=7)
     serial = distill(many_files, vocab_file, config.replace(workers=1))
-    stop = threading.Event()
-
-    def stop_once_encoding(report):  # after the first batches
-        if getattr(report, "tokens", 0):
-            stop.set()
-
-    with pytest.raises(Interrupted, match="resume with"):
-        distill(
-            many_files,
-            vocab_file,
-            config.replace(workers=2, batch_tokens=64),
-            progress=stop_once_encoding,
-            checkpointing=Checkpointing(tmp_path, 0, stop),
-        )
-    saved = load_checkpoint(tmp_path)
+    with_workers = config.replace(workers=2, batch_tokens=64)
+    saved = stopped_once_encoding(many_files, vocab_file, with_workers, tmp_path)
     assert len(saved.state.shards) > 10 and not all(s.done for s in saved.state.shards)
     resumed = distill(
         many_files, vocab_file, config.replace(engine="ray", encoders=2), resume_from=saved

@@ -272,28 +272,29 @@ def test_a_stopped_parallel_run_resumes_exactly_with_another_worker_count(
 ):
     config = DistillConfig(model=str(roberta_dir), layers="1", max_contexts=0, chunk_sentences=4)
     serial = distill(corpus_folder, vocab_file, config.replace(workers=1))
-    out = tmp_path / "out"
-    stop = threading.Event()
-
-    def stop_once_encoding(report):  # after the first batches
-        if getattr(report, "tokens", 0):
-            stop.set()
-
-    with pytest.raises(Interrupted, match="resume with"):
-        distill(
-            corpus_folder,
-            vocab_file,
-            config.replace(workers=2),
-            progress=stop_once_encoding,
-            checkpointing=Checkpointing(out, 0, stop),
-        )
-    saved = load_checkpoint(out)
+    saved = stopped_once_encoding(corpus_folder, vocab_file, config.replace(workers=2), tmp_path)
     assert len(saved.state.shards) > 1 and not all(s.done for s in saved.state.shards)
     # One worker process now: the shards, not the workers, carry the state.
     resumed = distill(corpus_folder, vocab_file, config.replace(workers=1), resume_from=saved)
     assert_same_vectors(serial, resumed)
     for key in ("occurrences_used", "sentences", "text_units", "tokens", "sentences_encoded"):
         assert resumed.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def stopped_once_encoding(corpus, vocab_file, config: DistillConfig, out) -> Checkpoint:
+    """A run stopped once its first batches are encoded; its checkpoint, in ``out``."""
+    stop = threading.Event()
+
+    def stop_once_encoding(report):
+        if getattr(report, "tokens", 0):
+            stop.set()
+
+    with pytest.raises(Interrupted, match="resume with"):
+        distill(
+            corpus, vocab_file, config, progress=stop_once_encoding,
+            checkpointing=Checkpointing(out, 0, stop),
+        )  # fmt: skip
+    return load_checkpoint(out)
 
 
 def stop_holding_a_batch(model, checkpointing: Checkpointing, at_call: int) -> None:
