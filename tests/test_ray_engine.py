@@ -23,7 +23,13 @@ from roberta_static import DistillConfig, distill
 from roberta_static.engine.checkpoint import load_checkpoint
 from roberta_static.engine.ray.cluster import import_ray
 from roberta_static.engine.ray.tasks import RayFeeder
-from roberta_static.errors import ConfigError, CorpusError, Interrupted, RobertaStaticWarning
+from roberta_static.errors import (
+    ConfigError,
+    CorpusError,
+    Interrupted,
+    RobertaStaticWarning,
+    WorkerError,
+)
 from roberta_static.model.batches import EncoderInput
 from roberta_static.model.loading import load_pretrained
 from roberta_static.stopping import Checkpointing
@@ -246,6 +252,20 @@ def test_a_killed_shard_task_and_encoder_actor_are_rerun_and_nothing_is_lost_or_
     assert_same_vectors(serial, on_ray)
     for key in ("occurrences_used", "sentences", "sentences_encoded", "tokens", "windows"):
         assert on_ray.meta["stats"][key] == serial.meta["stats"][key], key
+
+
+def test_a_shard_task_whose_worker_dies_at_every_attempt_fails_the_run_in_one_line(
+    corpus_folder, vocab_file, config, monkeypatch
+):
+    def dies(*args, **kwargs):
+        os._exit(1)
+        yield  # a generator, as the shard task is
+
+    monkeypatch.setattr("roberta_static.engine.ray.tasks.produce_shard", dies)
+    with pytest.raises(
+        WorkerError, match=r"^shard \d+: .* died at each of its 4 attempts \(the last"
+    ):
+        distill(corpus_folder, vocab_file, config.replace(engine="ray", max_contexts=0))
 
 
 def _holding_later_shards(receive, stop: threading.Event):

@@ -32,7 +32,7 @@ if os.environ.get(WITHOUT_TORCH) == "1":
 
 from ...config import DistillConfig  # noqa: E402
 from ...debug import keep_traceback  # noqa: E402
-from ...errors import RobertaStaticError  # noqa: E402
+from ...errors import RobertaStaticError, WorkerError  # noqa: E402
 from ..messages import Chunk, Counted, CountShard, EncodeShard, Task  # noqa: E402
 from ..producer import Producer, ProducerSetup, needs_torch  # noqa: E402
 from ..worker import worker_failure  # noqa: E402
@@ -97,6 +97,15 @@ class _Running:
     had: int = 0
 
 
+def _lost_too_often(running: _Running, error: Exception) -> WorkerError:
+    """The error of a task whose worker or node died at each of its attempts."""
+    last = str(error).strip().splitlines()[0]
+    return WorkerError(
+        f"shard {running.task.shard}: its Ray task's worker or node died at each of its "
+        f"{running.attempt} attempts (the last: {last})"
+    )
+
+
 class RayFeeder:
     """Shard tasks on a Ray cluster, one CPU each; ``capacity``: the CPUs they may hold."""
 
@@ -147,8 +156,10 @@ class RayFeeder:
             message = self._message(started, running)
         except self.ray.exceptions.RayError as error:
             del self.running[started]
-            if not isinstance(error, self.lost) or running.attempt > _RETRIES:
+            if not isinstance(error, self.lost):
                 raise our_error(self.ray, error) from None
+            if running.attempt > _RETRIES:
+                raise _lost_too_often(running, error) from None
             self._start(replace(running, attempt=running.attempt + 1))
             return None
         if message is None or isinstance(message, Counted) or message.done:
