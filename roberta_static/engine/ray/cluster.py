@@ -152,5 +152,10 @@ def our_error(ray: Any, error: Exception) -> RobertaStaticError:
     if isinstance(error, ray.exceptions.RayTaskError):
         cause = error.cause
         return cause if isinstance(cause, RobertaStaticError) else worker_failure(cause)
-    problem = str(error).strip().splitlines()[0]  # an actor that cannot start, a lost node
-    return ConfigError(f"the Ray cluster failed: {problem}", field="engine")
+    # an actor that cannot start, a lost node
+    return ConfigError(f"the Ray cluster failed: {first_line(error)}", field="engine")
+
+
+def first_line(error: Exception) -> str:
+    """The first line of a Ray error's text (the rest is Ray's advice and its traceback)."""
+    return str(error).strip().splitlines()[0]

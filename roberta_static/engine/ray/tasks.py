@@ -36,7 +36,7 @@ from ...errors import RobertaStaticError, WorkerError  # noqa: E402
 from ..messages import Chunk, Counted, CountShard, EncodeShard, Task  # noqa: E402
 from ..producer import Producer, ProducerSetup, needs_torch  # noqa: E402
 from ..worker import worker_failure  # noqa: E402
-from .cluster import our_error  # noqa: E402
+from .cluster import first_line, our_error  # noqa: E402
 
 _CHUNKS_AHEAD = 4  # chunks a shard task makes before the loop takes them
 _RETRIES = 3  # runs again of a task whose worker or node died, as Ray's own default
@@ -99,10 +99,9 @@ class _Running:
 
 def _lost_too_often(running: _Running, error: Exception) -> WorkerError:
     """The error of a task whose worker or node died at each of its attempts."""
-    last = str(error).strip().splitlines()[0]
     return WorkerError(
         f"shard {running.task.shard}: its Ray task's worker or node died at each of its "
-        f"{running.attempt} attempts (the last: {last})"
+        f"{running.attempt} attempts (the last: {first_line(error)})"
     )
 
 
