@@ -26,6 +26,37 @@ def test_the_heap_is_trimmed_at_most_once_in_its_interval(trims, monkeypatch):
     assert trims == [0, 0]
 
 
+def test_a_trim_asked_for_now_comes_within_the_interval(trims, monkeypatch):
+    monkeypatch.setattr(heap.time, "monotonic", lambda: 100.0)
+    heap.trim_heap()
+    heap.trim_heap()
+    heap.trim_heap(now=True)
+    assert trims == [0, 0]
+
+
+def test_a_periodic_checkpoint_is_followed_at_once_by_a_trim(
+    trims, monkeypatch, tmp_path, roberta_dir, corpus_file, vocab_file
+):
+    """The snapshot a save copies the sums into is freed right after it: its pages go back then,
+    not up to TRIM_SECONDS later (which held them for half of a long run with workers)."""
+    from roberta_static import DistillConfig, distill
+    from roberta_static.engine import checkpoint
+    from roberta_static.stopping import Checkpointing
+
+    events: list[str] = []
+    monkeypatch.setattr(heap, "TRIM_SECONDS", 1e9)  # no periodic trim: only those asked now
+    monkeypatch.setattr(heap, "_malloc_trim", lambda pad: events.append("trim"))
+    save = checkpoint.save_checkpoint
+    monkeypatch.setattr(
+        checkpoint, "save_checkpoint", lambda *args: events.append("save") or save(*args)
+    )
+    config = DistillConfig(model=str(roberta_dir), workers=1)
+    distill(corpus_file, vocab_file, config, checkpointing=Checkpointing(tmp_path, 1e-9))
+    saves = [index for index, event in enumerate(events) if event == "save"]
+    assert saves
+    assert all(events[index + 1 : index + 2] == ["trim"] for index in saves)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
 def test_glibc_trim_is_found_on_linux():
     assert heap._malloc_trim is not None or "musl" in sys.version

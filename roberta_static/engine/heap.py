@@ -22,19 +22,23 @@ _mallopt: Callable[[int, int], int] | None = getattr(_libc, "mallopt", None)
 _last_trim = time.monotonic()
 
 
-def trim_heap() -> None:
-    """Give glibc's free heap pages back to the system, unless done in the last TRIM_SECONDS.
+def trim_heap(now: bool = False) -> None:
+    """Give glibc's free heap pages back to the system: ``now``, or unless done lately.
+
+    Unless asked for ``now``, at most once in TRIM_SECONDS.
 
     A pass allocates and frees buffers of ever-changing sizes from several threads (a batch of
     each shape, a chunk of each length), and glibc keeps the freed pages scattered between live
     ones: a process's resident memory grows with the text it reads while what it uses does not.
-    ``malloc_trim`` returns them, as Dask's workers do for the same reason.
+    ``malloc_trim`` returns them, as Dask's workers do for the same reason. A caller that has
+    just freed a large transient (a checkpoint's copy of the sums) trims ``now``: glibc keeps
+    such a block's pages until a trim, and a periodic one may be seconds away.
     """
     global _last_trim
-    now = time.monotonic()
-    if _malloc_trim is None or now - _last_trim < TRIM_SECONDS:
+    clock = time.monotonic()
+    if _malloc_trim is None or (not now and clock - _last_trim < TRIM_SECONDS):
         return
-    _last_trim = now
+    _last_trim = clock
     _malloc_trim(0)
 
 

@@ -159,6 +159,7 @@ class PassLoop:
                 self._flush()  # the inputs waiting go at once: the stop waits for a sum
         if self.ledger.summed and self.saver.due():
             self.saver.save(self._snapshot())
+            trim_heap(now=True)  # the snapshot's copies are freed: their pages go back at once
         if self.ledger.summed != self.reported:
             self._report()
 
