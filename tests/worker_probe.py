@@ -31,31 +31,22 @@ def probe(setups: Any, tasks: Any, results: Any, without_torch: bool) -> None:
     results.put(("mmap threshold fixed", -1, mmap_threshold_fixed()))
 
 
-class _MallInfo2(ctypes.Structure):
-    """glibc's ``struct mallinfo2``."""
-
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
-    ]
-
-
 def mmap_threshold_fixed() -> bool:
     """Whether this process's glibc maps an 8 MiB block right after a 16 MiB one was freed.
 
     Freeing a mapped 16 MiB block raises glibc's dynamic threshold past 8 MiB, so the next
-    8 MiB block comes from the heap; with the threshold fixed at 128 KiB it is mapped.
+    8 MiB block comes from the heap; with the threshold fixed at 128 KiB it is mapped. The
+    block's own header says which (glibc's IS_MMAPPED bit of the size word before it), so
+    another thread freeing a mapped block meanwhile (a queue's feeder) cannot change the answer.
     """
     libc = ctypes.CDLL(None)
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    libc.mallinfo2.restype = _MallInfo2
     libc.free(libc.malloc(16 << 20))
-    mapped = libc.mallinfo2().hblkhd  # bytes in mapped blocks, of every thread
     block = libc.malloc(8 << 20)
-    fixed = libc.mallinfo2().hblkhd - mapped >= 8 << 20
+    mapped = bool(ctypes.c_size_t.from_address(block - ctypes.sizeof(ctypes.c_size_t)).value & 2)
     libc.free(block)
-    return fixed
+    return mapped
 
 
 def probe_exit(setups: Any, tasks: Any, results: Any, torn_down: Path) -> None:
